@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a k1m target needs, only those missing.
+# usage: hack/install-deps.sh build|cluster|...
+# Thin glue: the package lists are here so a fresh machine needs nothing else.
+set -euo pipefail
+
+declare -A PACKAGES=(
+  # Building: GNU patch applies the series; git stamps the version.
+  [build]="patch git ca-certificates"
+)
+
+need=()
+for group in "$@"; do
+  list=${PACKAGES[$group]:-}
+  if [[ -z $list ]]; then
+    echo "install-deps: unknown group '$group' (known: ${!PACKAGES[*]})" >&2
+    exit 2
+  fi
+  for pkg in $list; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+  done
+done
+if ! command -v go >/dev/null; then
+  echo "install-deps: Go is not installed; k1m builds with Go >= 1.24 (see docs/build.md)" >&2
+  exit 1
+fi
+if ((${#need[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) != 0 ]]; then
+  echo "install-deps: missing packages ${need[*]}; run as root or install them with apt-get" >&2
+  exit 1
+fi
+echo "install-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,79 @@
+// Package multicall lets the single k1m binary run any Kubernetes component,
+// either as `k1m <component> [flags]` or through a link named after the
+// component (like k3s), so one binary serves every role on a node.
+package multicall
+
+import (
+	"path/filepath"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as upstream mains do
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as upstream mains do
+	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric, as upstream mains do
+	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
+
+	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's auth plugins
+	_ "time/tzdata"                             // CronJob time zones, as upstream mains do
+)
+
+// Component builds the cobra command of one upstream component.
+type Component func() *cobra.Command
+
+var components = map[string]Component{
+	"kube-apiserver":          apiserver.NewAPIServerCommand,
+	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
+	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kube-proxy":              proxy.NewProxyCommand,
+	"kubelet":                 kubelet.NewKubeletCommand,
+	"kubectl":                 kubectlcmd.NewDefaultKubectlCommand,
+}
+
+// Names lists the components the binary can run, sorted.
+func Names() []string {
+	names := make([]string, 0, len(components))
+	for name := range components {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Lookup finds the component named by argv: by the program name (a link
+// named kubelet) or by the first argument (k1m kubelet). It returns the
+// component's name and the arguments meant for it.
+func Lookup(argv []string) (name string, args []string, ok bool) {
+	if len(argv) == 0 {
+		return "", nil, false
+	}
+	if base := filepath.Base(argv[0]); components[base] != nil {
+		return base, argv[1:], true
+	}
+	if len(argv) > 1 && components[argv[1]] != nil {
+		return argv[1], argv[2:], true
+	}
+	return "", nil, false
+}
+
+// Run runs the named component with args the way its upstream main does and
+// returns the process exit code.
+func Run(name string, args []string) int {
+	cmd := components[name]()
+	cmd.SetArgs(args)
+	if name == "kubectl" {
+		// kubectl prints its own errors, as in cmd/kubectl/kubectl.go.
+		if err := cli.RunNoErrOutput(cmd); err != nil {
+			kubectlutil.CheckErr(err)
+		}
+		return 0
+	}
+	return cli.Run(cmd)
+}
