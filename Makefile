@@ -4,7 +4,8 @@ include build/versions.env
 
 OUT       ?= _output
 GO        ?= go
-K1M_BUILD  = $(GO) run ./cmd/k1m-build --out $(OUT)
+K1M_BUILD  = $(GO) run ./cmd/k1m-build
+K1M_FLAGS  = --out $(OUT)
 
 .PHONY: all build build-stock prepare verify unit test deps-build clean help
 
@@ -17,18 +18,19 @@ deps-build: ## install what building needs (Debian packages)
 	@hack/install-deps.sh build
 
 prepare: deps-build ## apply patches/ to pristine module copies ($(OUT)/src, $(OUT)/go.work)
-	$(K1M_BUILD) prepare
+	$(K1M_BUILD) prepare $(K1M_FLAGS)
 
 build: deps-build ## build k1m and the patched components into $(OUT)/bin
-	$(K1M_BUILD) build --flavor k1m
+	$(K1M_BUILD) build --flavor k1m $(K1M_FLAGS)
 
 build-stock: deps-build ## build the same components, unpatched, into $(OUT)/stock/bin
-	$(K1M_BUILD) build --flavor stock
+	$(K1M_BUILD) build --flavor stock $(K1M_FLAGS)
 
 verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
-	$(K1M_BUILD) verify
+	$(K1M_BUILD) prepare $(K1M_FLAGS)
+	$(K1M_BUILD) verify $(K1M_FLAGS)
 	hack/verify-go.sh
-	$(K1M_BUILD) test-patched
+	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 unit: deps-build ## unit tests of k1m's own code
 	$(GO) test ./pkg/... ./cmd/...

@@ -35,46 +35,54 @@ type Result struct {
 // Prepare makes outDir/src hold the patched modules and outDir/go.work point
 // the main module (mainDir) at them. Progress goes to log.
 func Prepare(mainDir, outDir string, patches []series.Patch, log io.Writer) (Result, error) {
-	mods, err := touchedModules(mainDir, patches)
+	mods, err := TouchedModules(mainDir, patches)
 	if err != nil {
 		return Result{}, err
 	}
-	srcDir := filepath.Join(outDir, "src")
+	reused, err := BuildTree(filepath.Join(outDir, "src"), mods, patches, log)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Modules: mods, Reused: reused}, WriteWorkspace(mainDir, outDir, mods)
+}
+
+// BuildTree makes srcDir hold a copy of each module (from its Dir) with the
+// patches applied in order. An up-to-date tree is kept (reused is true). A
+// patch that fails leaves srcDir as it was.
+func BuildTree(srcDir string, mods []Module, patches []series.Patch, log io.Writer) (reused bool, err error) {
 	stamp := stampOf(mods, patches)
 	if old, err := os.ReadFile(filepath.Join(srcDir, stampFile)); err == nil && string(old) == stamp {
-		return Result{Modules: mods, Reused: true}, WriteWorkspace(mainDir, outDir, mods)
+		return true, nil
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return Result{}, err
+	parent := filepath.Dir(srcDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return false, err
 	}
-	tmp, err := os.MkdirTemp(outDir, "src.new-")
+	tmp, err := os.MkdirTemp(parent, "src.new-")
 	if err != nil {
-		return Result{}, err
+		return false, err
 	}
 	defer os.RemoveAll(tmp) // gone on success too: it has been renamed by then
 	for _, m := range mods {
 		fmt.Fprintf(log, "  copy   %s@%s\n", m.Path, m.Version)
 		if err := copyTree(m.Dir, filepath.Join(tmp, m.Path)); err != nil {
-			return Result{}, fmt.Errorf("copying %s: %w", m.Path, err)
+			return false, fmt.Errorf("copying %s: %w", m.Path, err)
 		}
 	}
 	for _, p := range patches {
 		fmt.Fprintf(log, "  apply  %s\n", p.Name)
 		if err := applyOne(tmp, p, mods); err != nil {
-			return Result{}, err
+			return false, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, stampFile), []byte(stamp), 0o644); err != nil {
-		return Result{}, err
+		return false, err
 	}
-	if err := swap(tmp, srcDir); err != nil {
-		return Result{}, err
-	}
-	return Result{Modules: mods}, WriteWorkspace(mainDir, outDir, mods)
+	return false, swap(tmp, srcDir)
 }
 
-// touchedModules finds and downloads the modules the series touches.
-func touchedModules(mainDir string, patches []series.Patch) ([]Module, error) {
+// TouchedModules finds and downloads the modules the series touches.
+func TouchedModules(mainDir string, patches []series.Patch) ([]Module, error) {
 	list, err := BuildList(mainDir)
 	if err != nil {
 		return nil, err

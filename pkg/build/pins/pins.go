@@ -72,7 +72,20 @@ func (p Pins) ModuleVersion(module string) (string, bool) {
 		return "", false
 	}
 	v, ok := p[key]
+	if ok && key == "ETCD_VERSION" && strings.HasSuffix(module, "/v2") {
+		v = etcdV2Version(v)
+	}
 	return v, ok
+}
+
+// etcdV2Version maps an etcd release to the version of its /v2 modules:
+// etcd v3.5.16 publishes go.etcd.io/etcd/client/v2 as v2.305.16.
+func etcdV2Version(v3 string) string {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(v3, "v%d.%d.%d", &major, &minor, &patch); err != nil || major != 3 {
+		return v3
+	}
+	return fmt.Sprintf("v2.3%02d.%d", minor, patch)
 }
 
 // StagingModules are the k8s.io modules published from kubernetes/staging;

@@ -21,6 +21,7 @@ type Patch struct {
 	Name   string            // file name, e.g. 0001-watch-cache-hashmap.patch
 	Path   string            // path on disk
 	Header map[string]string // DEP-3 fields; continuation lines joined with "\n"
+	Raw    []byte            // the header as written, without the "---" line
 	Files  []string          // paths the diff touches, without the a/ b/ prefix
 	Diff   []byte            // the diff part, from the first "diff --git" or "---" line
 }
@@ -89,6 +90,7 @@ func ReadPatch(path string) (Patch, error) {
 	if err := parseHeader(p.Header, data[:start]); err != nil {
 		return Patch{}, fmt.Errorf("%s: %w", p.Name, err)
 	}
+	p.Raw = bytes.TrimSuffix(bytes.TrimRight(data[:start], "\n"), []byte("\n---"))
 	p.Diff = data[start:]
 	p.Files = touchedFiles(p.Diff)
 	return p, nil

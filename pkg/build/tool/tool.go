@@ -26,6 +26,10 @@ Commands:
   ldflags    print the -ldflags that stamp a binary's version (--flavor k1m|stock)
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
+  test-patched  run the tests of those packages on the patched tree (OUT/go.work)
+  devtree    make a git repository (--dir) with the pristine modules and one commit per patch
+             (--continue resumes after fixing a patch that did not apply)
+  export     write patches/ and patches/series back from a devtree's commits (--dir)
 
 Common flags: --root DIR (the k1m checkout, default .), --out DIR (default ROOT/_output)`
 
@@ -40,6 +44,8 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	root := fs.String("root", ".", "the k1m checkout")
 	out := fs.String("out", "", "where generated trees go (default ROOT/_output)")
 	flavor := fs.String("flavor", "k1m", "with ldflags and build: k1m or stock")
+	dir := fs.String("dir", "", "with devtree and export: the devtree directory")
+	cont := fs.Bool("continue", false, "with devtree: resume a devtree that stopped at a patch")
 	bin := fs.String("bin", "", "with build: where binaries go (default OUT/bin, or OUT/stock/bin for stock)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -68,6 +74,16 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return p.verify(stdout)
 	case "packages":
 		return p.packages(stdout)
+	case "test-patched":
+		return p.testPatched(stdout)
+	case "devtree", "export":
+		if *dir == "" {
+			return fmt.Errorf("%s needs --dir DIR", args[0])
+		}
+		if args[0] == "export" {
+			return p.export(*dir, stdout)
+		}
+		return p.devtree(*dir, *cont)
 	default:
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
@@ -159,10 +175,14 @@ func (p project) verify(stdout io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	if _, err := apply.Prepare(p.root, scratch, patches, io.Discard); err != nil {
+	res, err := apply.Prepare(p.root, scratch, patches, io.Discard)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "k1m-build: %d patches have complete headers and apply to pristine sources; pins agree with go.mod\n", len(patches))
+	if err := checkCodegen(p.root, scratch, patches, res.Modules, stdout); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -191,11 +211,23 @@ func (p project) packages(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, pkg := range touchedPackages(patches) {
+		fmt.Fprintln(stdout, pkg)
+	}
+	return nil
+}
+
+// touchedPackages lists the Go packages whose files the series changes.
+func touchedPackages(patches []series.Patch) []string {
 	set := map[string]bool{}
 	for _, pt := range patches {
 		for _, f := range pt.Files {
-			if strings.HasSuffix(f, ".go") {
+			switch {
+			case strings.HasSuffix(f, ".go"):
 				set[path.Dir(f)] = true
+			case strings.Contains(f, "/testdata/"):
+				// Golden files belong to the package above testdata/.
+				set[f[:strings.Index(f, "/testdata/")]] = true
 			}
 		}
 	}
@@ -204,8 +236,5 @@ func (p project) packages(stdout io.Writer) error {
 		pkgs = append(pkgs, pkg)
 	}
 	sort.Strings(pkgs)
-	for _, pkg := range pkgs {
-		fmt.Fprintln(stdout, pkg)
-	}
-	return nil
+	return pkgs
 }

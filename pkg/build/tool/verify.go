@@ -1,0 +1,83 @@
+package tool
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k1m.dev/k1m/pkg/build/apply"
+	"k1m.dev/k1m/pkg/build/codegen"
+	"k1m.dev/k1m/pkg/build/series"
+)
+
+// checkCodegen re-runs the generators each patch declares (its Codegen
+// field) on the patched tree in outDir and fails if any generated file
+// changes: generated code in the series must be exactly what the
+// generators of the pinned code-generator produce.
+func checkCodegen(root, outDir string, patches []series.Patch, mods []apply.Module, stdout io.Writer) error {
+	goWork, err := filepath.Abs(filepath.Join(outDir, "go.work"))
+	if err != nil {
+		return err
+	}
+	dirOf := func(pkg string) (string, error) {
+		m, err := apply.ModuleOf(mods, pkg+"/")
+		if err != nil {
+			return "", fmt.Errorf("Codegen names %s, which is in no patched module", pkg)
+		}
+		return filepath.Join(outDir, "src", pkg[:len(m.Path)], pkg[len(m.Path):]), nil
+	}
+	header := ""
+	for _, m := range mods {
+		if m.Path == "k8s.io/kubernetes" {
+			header = filepath.Join(outDir, "src", m.Path, "hack", "boilerplate", "boilerplate.generatego.txt")
+		}
+	}
+	for _, p := range patches {
+		runs, err := codegen.ParseField(p.Header["Codegen"])
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		if header == "" {
+			return fmt.Errorf("%s: Codegen needs the k8s.io/kubernetes boilerplate header, but the series does not patch k8s.io/kubernetes", p.Name)
+		}
+		fmt.Fprintf(stdout, "k1m-build: re-running the generators %s declares\n", p.Name)
+		changed, err := codegen.Check(root, goWork, header, runs, dirOf)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		if len(changed) > 0 {
+			return fmt.Errorf("%s: generated code differs from what the generators produce:\n  %s\nregenerate it and refresh the patch (docs/patches.md)",
+				p.Name, strings.Join(changed, "\n  "))
+		}
+	}
+	return nil
+}
+
+// testPatched runs `go test` on every package the series touches, on the
+// patched tree: upstream's tests of those packages and the patches' own.
+func (p project) testPatched(stdout io.Writer) error {
+	patches, err := p.series()
+	if err != nil {
+		return err
+	}
+	pkgs := touchedPackages(patches)
+	goWork, err := filepath.Abs(filepath.Join(p.out, "go.work"))
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(goWork); err != nil {
+		return fmt.Errorf("%s is missing: run make prepare first", goWork)
+	}
+	fmt.Fprintf(stdout, "k1m-build: testing %d packages the series touches, on the patched tree\n", len(pkgs))
+	cmd := exec.Command("go", append([]string{"test", "-count=1"}, pkgs...)...)
+	cmd.Dir = p.root
+	cmd.Env = append(os.Environ(), "GOWORK="+goWork)
+	cmd.Stdout, cmd.Stderr = stdout, stdout
+	return cmd.Run()
+}
