@@ -32,8 +32,8 @@ verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, t
 	hack/verify-go.sh
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
-unit: deps-build ## unit tests of k1m's own code
-	$(GO) test ./pkg/... ./cmd/...
+unit: deps-build ## unit tests of k1m's own code, built against the patched tree
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/...
 
 test: verify unit ## the test command (README.md); CI runs exactly this
 

@@ -4,21 +4,35 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	kcli "k8s.io/component-base/cli"
+	"k8s.io/component-base/version/verflag"
 
 	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/version"
 )
 
+// daemonCommands run for a long time and log like the components do
+// (including the Go runtime tuning at start); the others are quiet tools.
+var daemonCommands = map[string]bool{"server": true, "agent": true}
+
 // Run runs k1m's root command with args and returns the exit code.
 func Run(args []string) int {
 	root := newRootCommand()
 	root.SetArgs(args)
-	return kcli.Run(root)
+	if len(args) > 0 && daemonCommands[args[0]] {
+		return kcli.Run(root)
+	}
+	if err := kcli.RunNoErrOutput(root); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		return 1
+	}
+	return 0
 }
 
 func newRootCommand() *cobra.Command {
@@ -29,12 +43,20 @@ func newRootCommand() *cobra.Command {
 			"It also runs every component directly: k1m COMPONENT [flags], where COMPONENT is one of\n  " +
 			strings.Join(multicall.Names(), ", ") + ".",
 		SilenceUsage: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			verflag.PrintAndExitIfRequested() // --version, as every component has it
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unknown command %q: run 'k1m --help' for the commands and components", args[0])
 			}
 			return cmd.Help()
 		},
+	}
+	// The components linked into k1m may already have put --version on the
+	// global flag set, which cobra merges in; add it only where it is missing.
+	if pflag.CommandLine.Lookup("version") == nil {
+		verflag.AddFlags(root.PersistentFlags())
 	}
 	root.AddCommand(newVersionCommand())
 	return root

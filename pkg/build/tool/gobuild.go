@@ -29,16 +29,9 @@ var Binaries = []string{
 // build compiles Binaries of one flavour into binDir, printing a progress
 // line every few seconds (a cold build takes many minutes).
 func (p project) build(flavor stamp.Flavor, binDir string) error {
-	gowork := "off"
-	if flavor == stamp.K1m {
-		if err := p.prepare(); err != nil {
-			return err
-		}
-		abs, err := filepath.Abs(filepath.Join(p.out, "go.work"))
-		if err != nil {
-			return err
-		}
-		gowork = abs
+	env, err := p.flavorEnv(flavor)
+	if err != nil {
+		return err
 	}
 	ldflags, err := p.ldflagsFor(flavor)
 	if err != nil {
@@ -47,13 +40,52 @@ func (p project) build(flavor stamp.Flavor, binDir string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	args := append([]string{"build", "-v", "-trimpath", "-tags", buildTags(flavor), "-ldflags", ldflags,
-		"-o", strings.TrimSuffix(binDir, "/") + "/"}, Binaries...)
+	args := append([]string{"build", "-v", "-ldflags", ldflags, "-o", strings.TrimSuffix(binDir, "/") + "/"}, Binaries...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = p.root
-	cmd.Env = append(os.Environ(), "GOWORK="+gowork, "CGO_ENABLED=0")
+	cmd.Env = env
 	fmt.Fprintf(p.log, "k1m-build: building the %s flavour into %s (%d binaries)\n", flavor, binDir, len(Binaries))
 	return runWithProgress(cmd, p.log, string(flavor))
+}
+
+// flavorEnv is the environment every go command of a flavour runs with:
+// the workspace (patched modules for k1m, none for stock) and the same
+// build flags for build, vet and test, so they share one build cache.
+// The k1m flavour prepares the patched tree first.
+func (p project) flavorEnv(flavor stamp.Flavor) ([]string, error) {
+	gowork := "off"
+	switch flavor {
+	case stamp.K1m:
+		if err := p.prepare(); err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(filepath.Join(p.out, "go.work"))
+		if err != nil {
+			return nil, err
+		}
+		gowork = abs
+	case stamp.Stock:
+	default:
+		return nil, fmt.Errorf("--flavor %q: want k1m or stock", flavor)
+	}
+	goflags := strings.TrimSpace(os.Getenv("GOFLAGS") + " -trimpath -tags=" + buildTags(flavor))
+	return append(os.Environ(), "GOWORK="+gowork, "CGO_ENABLED=0", "GOFLAGS="+goflags), nil
+}
+
+// goCommand runs `go args...` in the flavour's environment.
+func (p project) goCommand(flavor stamp.Flavor, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("go needs a go subcommand, e.g. k1m-build go --flavor k1m test ./pkg/...")
+	}
+	env, err := p.flavorEnv(flavor)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = p.root
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = stdout, p.log
+	return cmd.Run()
 }
 
 // buildTags tells k1m's own code which flavour it is compiled into, so the

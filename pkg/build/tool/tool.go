@@ -23,6 +23,7 @@ const usage = `usage: k1m-build COMMAND [flags]
 Commands:
   prepare    apply patches/ to pristine module copies in OUT/src and write OUT/go.work
   build      prepare (k1m flavour) and build every binary into --bin (--flavor k1m|stock)
+  go         run a go command in a flavour's environment: k1m-build go [--flavor k1m|stock] vet ./...
   ldflags    print the -ldflags that stamp a binary's version (--flavor k1m|stock)
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
@@ -50,7 +51,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && args[0] != "go" {
 		return fmt.Errorf("%s takes no arguments, got %q", args[0], fs.Args())
 	}
 	if *out == "" {
@@ -76,6 +77,8 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return p.packages(stdout)
 	case "test-patched":
 		return p.testPatched(stdout)
+	case "go":
+		return p.goCommand(stamp.Flavor(*flavor), fs.Args(), stdout)
 	case "devtree", "export":
 		if *dir == "" {
 			return fmt.Errorf("%s needs --dir DIR", args[0])

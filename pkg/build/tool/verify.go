@@ -3,14 +3,13 @@ package tool
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"k1m.dev/k1m/pkg/build/apply"
 	"k1m.dev/k1m/pkg/build/codegen"
 	"k1m.dev/k1m/pkg/build/series"
+	"k1m.dev/k1m/pkg/build/stamp"
 )
 
 // checkCodegen re-runs the generators each patch declares (its Codegen
@@ -67,17 +66,6 @@ func (p project) testPatched(stdout io.Writer) error {
 		return err
 	}
 	pkgs := touchedPackages(patches)
-	goWork, err := filepath.Abs(filepath.Join(p.out, "go.work"))
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(goWork); err != nil {
-		return fmt.Errorf("%s is missing: run make prepare first", goWork)
-	}
 	fmt.Fprintf(stdout, "k1m-build: testing %d packages the series touches, on the patched tree\n", len(pkgs))
-	cmd := exec.Command("go", append([]string{"test", "-count=1"}, pkgs...)...)
-	cmd.Dir = p.root
-	cmd.Env = append(os.Environ(), "GOWORK="+goWork)
-	cmd.Stdout, cmd.Stderr = stdout, stdout
-	return cmd.Run()
+	return p.goCommand(stamp.K1m, append([]string{"test", "-count=1"}, pkgs...), stdout)
 }
