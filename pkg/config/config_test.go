@@ -1,0 +1,123 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func parse(t *testing.T, file string, args ...string) (Server, error) {
+	t.Helper()
+	s := DefaultServer()
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	s.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := ApplyFile(fs, path, true); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func TestFileSetsWhatFlagsDoNot(t *testing.T) {
+	s, err := parse(t, "node-lease-renew-interval: 30s\ncluster-domain: k1m.example\ndisable-agent: true\nhttps-listen-port: 7443\n",
+		"--cluster-domain=flag.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.RenewInterval != 30*time.Second || !s.DisableAgent || s.HTTPSPort != 7443 {
+		t.Errorf("file values not applied: %+v", s)
+	}
+	if s.ClusterDomain != "flag.example" {
+		t.Errorf("cluster-domain %q: the command line must win over the file", s.ClusterDomain)
+	}
+}
+
+func TestFileErrorsNameTheKey(t *testing.T) {
+	if _, err := parse(t, "node-lease-renew-intervall: 30s\n"); err == nil || !strings.Contains(err.Error(), `unknown key "node-lease-renew-intervall"`) || !strings.Contains(err.Error(), "node-lease-renew-interval") {
+		t.Errorf("unknown key: %v", err)
+	}
+	if _, err := parse(t, "https-listen-port: many\n"); err == nil || !strings.Contains(err.Error(), "key https-listen-port") {
+		t.Errorf("bad value: %v", err)
+	}
+	if err := ApplyFile(pflag.NewFlagSet("x", pflag.ContinueOnError), "/nonexistent/k1m.yaml", true); err == nil {
+		t.Error("an explicit missing file was accepted")
+	}
+	if err := ApplyFile(pflag.NewFlagSet("x", pflag.ContinueOnError), "/nonexistent/k1m.yaml", false); err != nil {
+		t.Errorf("the default file may be absent: %v", err)
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	s := DefaultServer()
+	if err := s.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	dns, _ := s.ServiceIP(10)
+	if dns.String() != "fddf:4035:b510::a" {
+		t.Errorf("cluster DNS IP %v", dns)
+	}
+}
+
+func TestValidateNamesFlagAndForm(t *testing.T) {
+	cases := map[string]string{
+		"--service-cidr=10.0.0.0/24":          "--service-cidr 10.0.0.0/24 is IPv4",
+		"--cluster-cidr=192.168.0.0/16":       "--cluster-cidr 192.168.0.0/16 is IPv4",
+		"--cluster-cidr=fddf:4035::/32":       "want a prefix from /44 to /64",
+		"--service-cidr=fddf:4035:b510::/96":  "want a /108 or smaller",
+		"--service-cidr=fddf:4035:b500::/108": "overlap",
+		"--bind-address=0.0.0.0":              "--bind-address \"0.0.0.0\": want an IPv6 address",
+		"--node-ip=10.1.2.3":                  "--node-ip \"10.1.2.3\": want an IPv6 address",
+		"--node-lease-renew-interval=0s":      "--node-lease-renew-interval 0s: want a whole number of seconds",
+		"--node-lease-renew-interval=1500ms":  "want a whole number of seconds",
+		"--ephemeral-etcd-port=2380":          "overlap",
+		"--https-listen-port=0":               "--https-listen-port 0: want a port",
+		"--token=short":                       "--token: want at least 16 characters",
+	}
+	for arg, want := range cases {
+		s, err := parse(t, "", arg)
+		if err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", arg, err, want)
+		}
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	s, _ := parse(t, "", "--service-cidr=10.0.0.0/24", "--bind-address=0.0.0.0")
+	err := s.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--service-cidr") || !strings.Contains(err.Error(), "--bind-address") {
+		t.Errorf("want both problems at once, got %v", err)
+	}
+}
+
+func TestLeaseProfile(t *testing.T) {
+	for renew, want := range map[time.Duration]LeaseProfile{
+		10 * time.Second: {10 * time.Second, 40 * time.Second, 50 * time.Second},
+		30 * time.Second: {30 * time.Second, 120 * time.Second, 150 * time.Second},
+	} {
+		got, err := LeaseProfileFor(renew)
+		if err != nil || got != want {
+			t.Errorf("LeaseProfileFor(%v) = %+v, %v; want %+v", renew, got, err, want)
+		}
+		if got.RenewInterval >= got.LeaseDuration || got.GracePeriod <= got.LeaseDuration {
+			t.Errorf("profile %+v breaks renew < lease < grace", got)
+		}
+	}
+	if p, _ := LeaseProfileFor(10 * time.Second); p.LeaseDurationSeconds() != 40 {
+		t.Errorf("LeaseDurationSeconds %d", p.LeaseDurationSeconds())
+	}
+}

@@ -1,0 +1,188 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// k1m's default address plan: one unique local block, fddf:4035:b500::/40,
+// clear of the fd00::/64 hosts commonly use (docs/patches.md).
+const (
+	DefaultClusterCIDR = "fddf:4035:b500::/44"  // 2^20 node /64s
+	DefaultServiceCIDR = "fddf:4035:b510::/108" // kube-apiserver's patched default
+	DefaultNodeMask    = 64
+	// MaxNodeMaskBits is node IPAM's limit between cluster CIDR and node mask
+	// (patch 0004 raised it from 16).
+	MaxNodeMaskBits = 20
+)
+
+// Server holds the settings of `k1m server`.
+type Server struct {
+	ConfigFile        string
+	DataDir           string
+	EphemeralDataDir  string
+	BindAddress       string
+	AdvertiseAddress  string
+	HTTPSPort         int
+	EtcdPort          int
+	EphemeralEtcdPort int
+	ClusterCIDR       string
+	ServiceCIDR       string
+	ClusterDomain     string
+	RenewInterval     time.Duration
+	Token             string
+	DisableAgent      bool
+	NodeName          string
+	NodeIP            string
+}
+
+// DefaultServer returns the defaults.
+func DefaultServer() Server {
+	return Server{
+		ConfigFile:        DefaultConfigFile,
+		DataDir:           "/var/lib/k1m/server",
+		BindAddress:       "::",
+		HTTPSPort:         6443,
+		EtcdPort:          2379,
+		EphemeralEtcdPort: 2381,
+		ClusterCIDR:       DefaultClusterCIDR,
+		ServiceCIDR:       DefaultServiceCIDR,
+		ClusterDomain:     "cluster.local",
+		RenewInterval:     DefaultRenewInterval,
+	}
+}
+
+// AddFlags binds the settings to fs.
+func (s *Server) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML file whose keys are these flag names; flags given on the command line win")
+	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "where the server keeps its PKI, the durable etcd and its state")
+	fs.StringVar(&s.EphemeralDataDir, "ephemeral-data-dir", s.EphemeralDataDir, "data directory of the no-fsync etcd holding Events and Leases (default DATA-DIR/etcd-ephemeral; may be a tmpfs)")
+	fs.StringVar(&s.BindAddress, "bind-address", s.BindAddress, "IPv6 address kube-apiserver listens on")
+	fs.StringVar(&s.AdvertiseAddress, "advertise-address", s.AdvertiseAddress, "IPv6 address the cluster reaches kube-apiserver at (default: the node IP)")
+	fs.IntVar(&s.HTTPSPort, "https-listen-port", s.HTTPSPort, "kube-apiserver's port")
+	fs.IntVar(&s.EtcdPort, "etcd-port", s.EtcdPort, "client port of the durable etcd (peer port is this + 1), on [::1]")
+	fs.IntVar(&s.EphemeralEtcdPort, "ephemeral-etcd-port", s.EphemeralEtcdPort, "client port of the no-fsync etcd (peer port is this + 1), on [::1]")
+	fs.StringVar(&s.ClusterCIDR, "cluster-cidr", s.ClusterCIDR, "IPv6 range pods get their addresses from, cut into /64 node ranges")
+	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
+	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
+	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
+	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token)")
+	fs.BoolVar(&s.DisableAgent, "disable-agent", s.DisableAgent, "run only the control plane, no kubelet on this machine")
+	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "name of this machine's node (default: the hostname)")
+	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
+}
+
+// Validate checks every setting and reports all problems at once, each
+// naming its flag and the valid form.
+func (s *Server) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(requireDir("--data-dir", s.DataDir))
+	add(requireIPv6Address("--bind-address", s.BindAddress, true))
+	add(requireIPv6Address("--advertise-address", s.AdvertiseAddress, false))
+	add(requireIPv6Address("--node-ip", s.NodeIP, false))
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"--https-listen-port", s.HTTPSPort}, {"--etcd-port", s.EtcdPort}, {"--ephemeral-etcd-port", s.EphemeralEtcdPort}} {
+		add(requirePort(p.flag, p.port))
+	}
+	if s.EtcdPort != 0 && (s.EphemeralEtcdPort == s.EtcdPort || s.EphemeralEtcdPort == s.EtcdPort+1 || s.EtcdPort == s.EphemeralEtcdPort+1) {
+		add(fmt.Errorf("--etcd-port %d and --ephemeral-etcd-port %d overlap: each etcd uses its port and the next one", s.EtcdPort, s.EphemeralEtcdPort))
+	}
+	cluster, err := parseIPv6CIDR("--cluster-cidr", s.ClusterCIDR, "fddf:4035:b500::/44")
+	add(err)
+	if err == nil && (cluster.Bits() > DefaultNodeMask || DefaultNodeMask-cluster.Bits() > MaxNodeMaskBits) {
+		add(fmt.Errorf("--cluster-cidr %s: want a prefix from /%d to /%d, so that it cuts into /%d node ranges (at most 2^%d nodes), e.g. %s",
+			s.ClusterCIDR, DefaultNodeMask-MaxNodeMaskBits, DefaultNodeMask, DefaultNodeMask, MaxNodeMaskBits, DefaultClusterCIDR))
+	}
+	service, err := parseIPv6CIDR("--service-cidr", s.ServiceCIDR, DefaultServiceCIDR)
+	add(err)
+	if err == nil && service.Bits() < 108 {
+		add(fmt.Errorf("--service-cidr %s: want a /108 or smaller range (kube-apiserver's IPv6 limit), e.g. %s", s.ServiceCIDR, DefaultServiceCIDR))
+	}
+	if cluster.IsValid() && service.IsValid() && cluster.Overlaps(service) {
+		add(fmt.Errorf("--cluster-cidr %s and --service-cidr %s overlap: pick disjoint ranges", s.ClusterCIDR, s.ServiceCIDR))
+	}
+	if s.ClusterDomain == "" {
+		add(errors.New("--cluster-domain is empty: want a DNS domain, e.g. cluster.local"))
+	}
+	_, err = LeaseProfileFor(s.RenewInterval)
+	add(err)
+	if s.Token != "" {
+		add(checkTokenSecret(s.Token))
+	}
+	return errors.Join(errs...)
+}
+
+// ServiceIP returns the n-th address of the service range (1: the
+// kubernetes Service, 10: cluster DNS).
+func (s *Server) ServiceIP(n int) (net.IP, error) {
+	prefix, err := netip.ParsePrefix(s.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	ip := prefix.Masked().Addr()
+	for i := 0; i < n; i++ {
+		ip = ip.Next()
+	}
+	return net.IP(ip.AsSlice()), nil
+}
+
+func requireDir(flag, dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%s is empty: want a directory path, e.g. /var/lib/k1m/server", flag)
+	}
+	return nil
+}
+
+func requireIPv6Address(flag, value string, required bool) error {
+	if value == "" {
+		if required {
+			return fmt.Errorf("%s is empty: want an IPv6 address, e.g. ::", flag)
+		}
+		return nil
+	}
+	addr, err := netip.ParseAddr(value)
+	if err != nil || !addr.Is6() || addr.Is4In6() {
+		return fmt.Errorf("%s %q: want an IPv6 address (k1m is IPv6-only), e.g. :: or fddf:4035:b520::10", flag, value)
+	}
+	return nil
+}
+
+func requirePort(flag string, port int) error {
+	if port < 1 || port > 65534 {
+		return fmt.Errorf("%s %d: want a port from 1 to 65534", flag, port)
+	}
+	return nil
+}
+
+func parseIPv6CIDR(flag, value, example string) (netip.Prefix, error) {
+	prefix, err := netip.ParsePrefix(value)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%s %q: want an IPv6 range in CIDR notation, e.g. %s", flag, value, example)
+	}
+	if !prefix.Addr().Is6() || prefix.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%s %s is IPv4: k1m is IPv6-only, give an IPv6 range such as %s", flag, value, example)
+	}
+	if prefix.Masked() != prefix {
+		return netip.Prefix{}, fmt.Errorf("%s %s has host bits set: want %s", flag, value, prefix.Masked())
+	}
+	return prefix, nil
+}
+
+func checkTokenSecret(token string) error {
+	if len(token) < 16 {
+		return fmt.Errorf("--token: want at least 16 characters (or leave it empty to have one generated)")
+	}
+	return nil
+}
