@@ -77,13 +77,10 @@ func (p project) goCommand(flavor stamp.Flavor, args []string, stdout io.Writer)
 	if len(args) == 0 {
 		return fmt.Errorf("go needs a go subcommand, e.g. k1m-build go --flavor k1m test ./pkg/...")
 	}
-	env, err := p.flavorEnv(flavor)
+	cmd, err := p.goCmd(flavor, args)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = p.root
-	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = stdout, p.log
 	return cmd.Run()
 }

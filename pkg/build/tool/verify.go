@@ -9,7 +9,6 @@ import (
 	"k1m.dev/k1m/pkg/build/apply"
 	"k1m.dev/k1m/pkg/build/codegen"
 	"k1m.dev/k1m/pkg/build/series"
-	"k1m.dev/k1m/pkg/build/stamp"
 )
 
 // checkCodegen re-runs the generators each patch declares (its Codegen
@@ -67,5 +66,5 @@ func (p project) testPatched(stdout io.Writer) error {
 	}
 	pkgs := touchedPackages(patches)
 	fmt.Fprintf(stdout, "k1m-build: testing %d packages the series touches, on the patched tree\n", len(pkgs))
-	return p.goCommand(stamp.K1m, append([]string{"test", "-count=1"}, pkgs...), stdout)
+	return p.runTestsRetryingFlakes(pkgs, stdout)
 }
