@@ -29,7 +29,7 @@ func Run(args []string) int {
 		return kcli.Run(root)
 	}
 	if err := kcli.RunNoErrOutput(root); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
+		fmt.Fprintf(os.Stderr, "Error: %v\nRun 'k1m --help' for the commands and components.\n", err)
 		return 1
 	}
 	return 0
@@ -46,10 +46,7 @@ func newRootCommand() *cobra.Command {
 		PersistentPreRun: func(*cobra.Command, []string) {
 			verflag.PrintAndExitIfRequested() // --version, as every component has it
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q: run 'k1m --help' for the commands and components", args[0])
-			}
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
