@@ -123,10 +123,7 @@ func stampOf(mods []Module, patches []series.Patch) string {
 // match exactly (offsets are fine), so a patch that no longer fits fails
 // instead of landing in the wrong place.
 func applyOne(dir string, p series.Patch, mods []Module) error {
-	cmd := exec.Command("patch", "-p1", "--batch", "--forward", "--fuzz=0",
-		"--no-backup-if-mismatch", "--reject-file=-", "-d", dir)
-	cmd.Stdin = bytes.NewReader(p.Diff)
-	out, err := cmd.CombinedOutput()
+	out, err := PatchCommand(dir, p, "--reject-file=-").CombinedOutput()
 	if err == nil {
 		return nil
 	}
@@ -134,6 +131,16 @@ func applyOne(dir string, p series.Patch, mods []Module) error {
 		return fmt.Errorf("GNU patch is needed to apply the series (apt-get install patch): %w", err)
 	}
 	return &ApplyError{Patch: p.Name, Output: string(out), Modules: mods}
+}
+
+// PatchCommand is GNU patch applying p in dir: strict (no fuzz), never
+// reversing a patch, no backup files. The series is applied this way
+// everywhere, so a patch that applies in a devtree applies in the build.
+func PatchCommand(dir string, p series.Patch, extra ...string) *exec.Cmd {
+	args := append([]string{"-p1", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch", "-d", dir}, extra...)
+	cmd := exec.Command("patch", args...)
+	cmd.Stdin = bytes.NewReader(p.Diff)
+	return cmd
 }
 
 // ApplyError is a patch that does not apply; Output is GNU patch's report,

@@ -5,7 +5,6 @@
 package devtree
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -57,9 +56,7 @@ func Continue(dir string, patches []series.Patch, log io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(log, "  apply  %s\n", p.Name)
-		cmd := exec.Command("patch", "-p1", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch", "-d", dir)
-		cmd.Stdin = bytes.NewReader(p.Diff)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := apply.PatchCommand(dir, p).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s does not apply:\n%s\nFix the files in %s by hand (the .rej files hold the hunks that failed), "+
 				"delete the .rej files, then run k1m-build devtree --dir %s --continue",
 				p.Name, indent(string(out)), dir, dir)
