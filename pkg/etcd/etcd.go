@@ -1,0 +1,106 @@
+// Package etcd runs the embedded etcd members of a k1m server: a durable
+// one (fsync on) for everything, and an ephemeral one (no fsync) that holds
+// only Events and Leases, wired into kube-apiserver with
+// --etcd-servers-overrides. Both listen on loopback and require client
+// certificates.
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// TLS names the files an etcd member serves and checks clients with.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// Member describes one embedded etcd.
+type Member struct {
+	Name    string
+	DataDir string
+	Host    string // listen address, e.g. ::1
+	Port    int    // client port; the peer port is Port+1
+	NoFsync bool   // etcd's --unsafe-no-fsync: for data that may be lost on a crash
+	TLS     TLS
+}
+
+// ClientURL is the URL clients use.
+func (m Member) ClientURL() string {
+	return (&url.URL{Scheme: "https", Host: hostPort(m.Host, m.Port)}).String()
+}
+
+// Running is a started member.
+type Running struct {
+	Member Member
+	etcd   *embed.Etcd
+}
+
+// Start starts the member and waits until it serves, or ctx ends.
+func Start(ctx context.Context, m Member) (*Running, error) {
+	cfg, err := config(m)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd %s (data %s, %s): %w", m.Name, m.DataDir, m.ClientURL(), err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return &Running{Member: m, etcd: e}, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd %s failed while starting: %w", m.Name, err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcd %s did not become ready: %w", m.Name, ctx.Err())
+	}
+}
+
+// Err reports a fatal error of the running member.
+func (r *Running) Err() <-chan error { return r.etcd.Err() }
+
+// Stop stops the member gracefully.
+func (r *Running) Stop() { r.etcd.Close() }
+
+// NoFsync tells whether the running server skips fsync.
+func (r *Running) NoFsync() bool { return r.etcd.Config().UnsafeNoFsync }
+
+func config(m Member) (*embed.Config, error) {
+	client, err := url.Parse(m.ClientURL())
+	if err != nil {
+		return nil, err
+	}
+	peer := &url.URL{Scheme: "https", Host: hostPort(m.Host, m.Port+1)}
+	tls := transport.TLSInfo{CertFile: m.TLS.CertFile, KeyFile: m.TLS.KeyFile, TrustedCAFile: m.TLS.CAFile, ClientCertAuth: true}
+	cfg := embed.NewConfig()
+	cfg.Name = m.Name
+	cfg.Dir = m.DataDir
+	cfg.ListenClientUrls = []url.URL{*client}
+	cfg.AdvertiseClientUrls = []url.URL{*client}
+	cfg.ListenPeerUrls = []url.URL{*peer}
+	cfg.AdvertisePeerUrls = []url.URL{*peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(m.Name)
+	cfg.ClientTLSInfo = tls
+	cfg.PeerTLSInfo = tls
+	cfg.UnsafeNoFsync = m.NoFsync
+	cfg.LogLevel = "warn"
+	// kube-apiserver compacts every 5 minutes itself; etcd's own quota is
+	// raised from 2 GiB because Leases of many nodes churn revisions fast.
+	cfg.QuotaBackendBytes = 8 << 30
+	cfg.SnapshotCount = 10000
+	cfg.ExperimentalWarningApplyDuration = time.Second
+	return cfg, nil
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
