@@ -27,7 +27,6 @@ build-stock: deps-build ## build the same components, unpatched, into $(OUT)/sto
 	$(K1M_BUILD) build --flavor stock $(K1M_FLAGS)
 
 verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
-	$(K1M_BUILD) prepare $(K1M_FLAGS)
 	$(K1M_BUILD) verify $(K1M_FLAGS)
 	hack/verify-go.sh
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)

@@ -57,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		*out = filepath.Join(*root, "_output")
 	}
-	p := project{root: *root, out: *out, log: stderr}
+	p := project{root: *root, out: *out, log: stderr, prepared: new(bool)}
 	switch args[0] {
 	case "prepare":
 		return p.prepare()
@@ -95,6 +95,7 @@ func Main(args []string, stdout, stderr io.Writer) error {
 type project struct {
 	root, out string
 	log       io.Writer
+	prepared  *bool // the patched tree is ready: one prepare per k1m-build run
 }
 
 func (p project) pins() (pins.Pins, error) {
@@ -106,6 +107,9 @@ func (p project) series() ([]series.Patch, error) {
 }
 
 func (p project) prepare() error {
+	if p.prepared != nil && *p.prepared {
+		return nil
+	}
 	patches, err := p.checkedSeries()
 	if err != nil {
 		return err
@@ -117,6 +121,9 @@ func (p project) prepare() error {
 	}
 	if res.Reused {
 		fmt.Fprintf(p.log, "k1m-build: %s/src is up to date with the series\n", p.out)
+	}
+	if p.prepared != nil {
+		*p.prepared = true
 	}
 	return nil
 }
