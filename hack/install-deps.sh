@@ -7,6 +7,10 @@ set -euo pipefail
 declare -A PACKAGES=(
   # Building: GNU patch applies the series; git stamps the version.
   [build]="patch git ca-certificates"
+  # Running a cluster: the container runtime the agent starts and configures,
+  # CNI plugins (bridge, host-local, loopback, portmap), the packet filters
+  # kube-proxy programs, and busybox for the test image.
+  [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static"
 )
 
 need=()

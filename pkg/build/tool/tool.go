@@ -25,6 +25,7 @@ Commands:
   build      prepare (k1m flavour) and build every binary into --bin (--flavor k1m|stock)
   go         run a go command in a flavour's environment: k1m-build go [--flavor k1m|stock] vet ./...
   ldflags    print the -ldflags that stamp a binary's version (--flavor k1m|stock)
+  images     build the image archives a cluster imports (pause, CoreDNS, busybox) into OUT/images
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
   test-patched  run the tests of those packages on the patched tree (OUT/go.work)
@@ -71,6 +72,8 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return p.build(stamp.Flavor(*flavor), *bin)
 	case "ldflags":
 		return p.ldflags(stamp.Flavor(*flavor), stdout)
+	case "images":
+		return p.images()
 	case "verify":
 		return p.verify(stdout)
 	case "packages":
