@@ -70,4 +70,3 @@ func Listed(ctx context.Context, address string, refs ...string) (map[string]boo
 	}
 	return got, nil
 }
-
