@@ -83,7 +83,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--node-lease-renew-interval=1500ms":  "want a whole number of seconds",
 		"--ephemeral-etcd-port=2380":          "overlap",
 		"--https-listen-port=0":               "--https-listen-port 0: want a port",
-		"--token=short":                       "--token: want at least 16 characters",
+		"--token=short":                       "--token: the token secret \"<redacted>\" is not a bootstrap token",
 	}
 	for arg, want := range cases {
 		s, err := parse(t, "", arg)

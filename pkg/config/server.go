@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"k1m.dev/k1m/pkg/pki"
 )
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
@@ -39,6 +41,8 @@ type Server struct {
 	DisableAgent      bool
 	NodeName          string
 	NodeIP            string
+	ImagesDir         string
+	ProxyMode         string
 }
 
 // DefaultServer returns the defaults.
@@ -54,6 +58,8 @@ func DefaultServer() Server {
 		ServiceCIDR:       DefaultServiceCIDR,
 		ClusterDomain:     "cluster.local",
 		RenewInterval:     DefaultRenewInterval,
+		ImagesDir:         DefaultImagesDir,
+		ProxyMode:         "iptables",
 	}
 }
 
@@ -75,6 +81,8 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.DisableAgent, "disable-agent", s.DisableAgent, "run only the control plane, no kubelet on this machine")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "name of this machine's node (default: the hostname)")
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
+	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
+	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
 }
 
 // Validate checks every setting and reports all problems at once, each
@@ -90,6 +98,7 @@ func (s *Server) Validate() error {
 	add(requireIPv6Address("--bind-address", s.BindAddress, true))
 	add(requireIPv6Address("--advertise-address", s.AdvertiseAddress, false))
 	add(requireIPv6Address("--node-ip", s.NodeIP, false))
+	add(requireProxyMode(s.ProxyMode))
 	for _, p := range []struct {
 		flag string
 		port int
@@ -159,6 +168,16 @@ func requireIPv6Address(flag, value string, required bool) error {
 	return nil
 }
 
+// DefaultImagesDir holds the image archives an installed node imports.
+const DefaultImagesDir = "/var/lib/k1m/images"
+
+func requireProxyMode(mode string) error {
+	if mode != "iptables" && mode != "nftables" {
+		return fmt.Errorf("--proxy-mode %q: want iptables or nftables (this kind of kernel has no IPVS)", mode)
+	}
+	return nil
+}
+
 func requirePort(flag string, port int) error {
 	if port < 1 || port > 65534 {
 		return fmt.Errorf("%s %d: want a port from 1 to 65534", flag, port)
@@ -181,8 +200,8 @@ func parseIPv6CIDR(flag, value, example string) (netip.Prefix, error) {
 }
 
 func checkTokenSecret(token string) error {
-	if len(token) < 16 {
-		return fmt.Errorf("--token: want at least 16 characters (or leave it empty to have one generated)")
+	if err := pki.CheckSecret(token); err != nil {
+		return fmt.Errorf("--token: %v (or leave it empty to have one generated)", err)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@
 package multicall
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"sort"
 
@@ -76,4 +78,28 @@ func Run(name string, args []string) int {
 		return 0
 	}
 	return cli.Run(cmd)
+}
+
+// Start runs the named component in this process, in a goroutine, with
+// args, and reports its end on the returned channel. k1m server and agent
+// run their components this way (patch 0005 lets them share the signal
+// context).
+func Start(ctx context.Context, name string, args []string) <-chan error {
+	done := make(chan error, 1)
+	newCommand, ok := components[name]
+	if !ok {
+		done <- fmt.Errorf("unknown component %q", name)
+		return done
+	}
+	cmd := newCommand()
+	cmd.SetArgs(args)
+	cmd.SilenceUsage = true
+	go func() {
+		err := cmd.ExecuteContext(ctx)
+		if err == nil {
+			err = fmt.Errorf("%s stopped", name)
+		}
+		done <- fmt.Errorf("%s: %w", name, err)
+	}()
+	return done
 }

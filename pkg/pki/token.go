@@ -4,9 +4,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -22,13 +24,48 @@ type Token struct {
 	Secret string
 }
 
-// NewSecret returns a random secret for a token.
+// The secret is a Kubernetes bootstrap token, "<6>.<16>" lowercase
+// letters and digits: kube-apiserver authenticates it natively
+// (--enable-bootstrap-token-auth) and the kubelet's TLS bootstrap uses it.
+var bootstrapTokenRE = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
+
+// SecretForm describes a valid secret, for error messages.
+const SecretForm = "a bootstrap token: 6 and 16 lowercase letters or digits joined by a dot, e.g. abcdef.0123456789abcdef"
+
+// NewSecret returns a random bootstrap token.
 func NewSecret() (string, error) {
-	b := make([]byte, 24)
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 22)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(b), nil
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:6]) + "." + string(b[6:]), nil
+}
+
+// CheckSecret checks the bootstrap-token form of a secret.
+func CheckSecret(secret string) error {
+	if !bootstrapTokenRE.MatchString(secret) {
+		return fmt.Errorf("the token secret %q is not %s", redact(secret), SecretForm)
+	}
+	return nil
+}
+
+// TokenID is the public half of the secret (the bootstrap token's ID);
+// the other half is never logged.
+func (t Token) TokenID() string { return strings.SplitN(t.Secret, ".", 2)[0] }
+
+// TokenSecret is the private half.
+func (t Token) TokenSecret() string { return strings.SplitN(t.Secret, ".", 2)[1] }
+
+// redact keeps the token ID of a secret and hides the rest.
+func redact(secret string) string {
+	if id, _, ok := strings.Cut(secret, "."); ok && len(id) <= 6 {
+		return id + ".<redacted>"
+	}
+	return "<redacted>"
 }
 
 // CAHash is the hex SHA-256 of the first certificate in caPEM.
@@ -48,7 +85,7 @@ func (t Token) String() string {
 
 // ParseToken reads a token, with an error that shows the valid form.
 func ParseToken(s string) (Token, error) {
-	const form = "K1M<64 hex digits>::<secret> (the server prints it and keeps it in its token file)"
+	const form = "K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token)"
 	rest, ok := strings.CutPrefix(strings.TrimSpace(s), tokenPrefix)
 	hash, secret, found := strings.Cut(rest, "::")
 	if !ok || !found {
@@ -57,8 +94,8 @@ func ParseToken(s string) (Token, error) {
 	if _, err := hex.DecodeString(hash); err != nil || len(hash) != 64 {
 		return Token{}, fmt.Errorf("--token: the CA hash is not 64 hex digits; want %s", form)
 	}
-	if len(secret) < 16 {
-		return Token{}, fmt.Errorf("--token: the secret is shorter than 16 characters; want %s", form)
+	if err := CheckSecret(secret); err != nil {
+		return Token{}, fmt.Errorf("--token: %v; want %s", err, form)
 	}
 	return Token{CAHash: strings.ToLower(hash), Secret: secret}, nil
 }
@@ -78,4 +115,13 @@ func (t Token) VerifyCA(caPEM []byte) error {
 // SecretMatches compares a presented secret in constant time.
 func (t Token) SecretMatches(secret string) bool {
 	return subtle.ConstantTimeCompare([]byte(t.Secret), []byte(secret)) == 1
+}
+
+// CertPool is a pool holding the PEM certificates of caPEM.
+func CertPool(caPEM []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no PEM certificate in the CA data")
+	}
+	return pool, nil
 }

@@ -30,10 +30,31 @@ func TestTokenRoundTripAndCACheck(t *testing.T) {
 }
 
 func TestParseTokenErrorsShowTheForm(t *testing.T) {
-	for _, bad := range []string{"", "abc", "K1Mxyz::secretsecretsecret", "K1M" + strings.Repeat("a", 64) + "::short", "K1M" + strings.Repeat("a", 64)} {
+	for _, bad := range []string{"", "abc", "K1Mxyz::abcdef.0123456789abcdef", "K1M" + strings.Repeat("a", 64) + "::ABCDEF.0123456789abcdef", "K1M" + strings.Repeat("a", 64) + "::short", "K1M" + strings.Repeat("a", 64)} {
 		_, err := ParseToken(bad)
-		if err == nil || !strings.Contains(err.Error(), "--token") || !strings.Contains(err.Error(), "K1M<64 hex digits>::<secret>") {
+		if err == nil || !strings.Contains(err.Error(), "--token") || !strings.Contains(err.Error(), "K1M<64 hex digits>::<token id>.<token secret>") {
 			t.Errorf("ParseToken(%q): %v", bad, err)
 		}
+	}
+}
+
+func TestNewSecretIsABootstrapToken(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		s, err := NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckSecret(s); err != nil {
+			t.Fatal(err)
+		}
+		if seen[s] {
+			t.Fatalf("NewSecret repeated %s", s)
+		}
+		seen[s] = true
+	}
+	err := CheckSecret("abcdef.0123456789ABCDEF")
+	if err == nil || strings.Contains(err.Error(), "0123456789ABCDEF") {
+		t.Fatalf("want an error that does not show the secret, got %v", err)
 	}
 }

@@ -1,0 +1,43 @@
+package manifests
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestObjectsRenderWithEveryValue(t *testing.T) {
+	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	var svcIP, image string
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetKind() == "Service" && o.GetName() == "kube-dns" {
+			svcIP, _, _ = unstructured.NestedString(o.Object, "spec", "clusterIP")
+		}
+		if o.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			image = containers[0].(map[string]any)["image"].(string)
+		}
+	}
+	if svcIP != "fddf:4035:b510::a" {
+		t.Errorf("kube-dns clusterIP = %q", svcIP)
+	}
+	if image != "registry.k8s.io/coredns/coredns:v1.11.3" {
+		t.Errorf("CoreDNS image = %q", image)
+	}
+	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 1 {
+		t.Errorf("unexpected kinds: %v", kinds)
+	}
+}
+
+func TestEmptyValueIsAnError(t *testing.T) {
+	_, err := Objects(Values{ClusterDomain: "cluster.local", CoreDNSImage: "x", BootstrapGroup: "g"})
+	if err == nil || !strings.Contains(err.Error(), "ClusterDNS") {
+		t.Fatalf("want an error naming ClusterDNS, got %v", err)
+	}
+}

@@ -1,0 +1,159 @@
+// Package agent runs a k1m node: it joins the cluster with a token, starts
+// and configures containerd, imports the air-gap images, and runs the
+// kubelet and kube-proxy in this process, plus the small controller that
+// writes the node's CNI config and routes pod ranges between nodes.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/pkg/airgap"
+	"k1m.dev/k1m/pkg/cgroups"
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/containerd"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/kubeconfig"
+	"k1m.dev/k1m/pkg/multicall"
+	"k1m.dev/k1m/pkg/netutil"
+	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/preflight"
+)
+
+// Run joins the node and runs it until ctx ends or a part fails.
+func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	token, _ := pki.ParseToken(cfg.Token)
+	nodeName, nodeIP, err := identity(cfg.NodeName, cfg.NodeIP)
+	if err != nil {
+		return err
+	}
+	if _, err := airgap.Archives(cfg.ImagesDir); err != nil {
+		return fmt.Errorf("--images-dir: %w", err)
+	}
+	p := paths{data: cfg.DataDir, run: cfg.RunDir}
+	if err := preflight.Writable("--data-dir", p.data); err != nil {
+		return err
+	}
+	if err := preflight.Writable("--run-dir", p.run); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "k1m agent: joining %s as node %s (%s)\n", cfg.Server, nodeName, nodeIP)
+	found, err := join.Discover(ctx, cfg.Server, token)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(p.caFile(), found.CAPEM, 0o644); err != nil {
+		return err
+	}
+	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
+	if err := kubeconfig.Write(p.bootstrapKubeconfig(), boot); err != nil {
+		return err
+	}
+	if err := enableForwarding(); err != nil {
+		return err
+	}
+	restrict, err := containerd.LacksSysResource()
+	if err != nil {
+		return err
+	}
+	ctrd := containerd.Config{Root: p.containerdRoot(), State: p.containerdState(), CNIConfDir: p.cniConfDir(), CNIBinDir: "/usr/lib/cni", RestrictOOMScoreAdj: restrict}
+	fmt.Fprintf(out, "k1m agent: starting containerd (%s, log %s)\n", ctrd.Address(), p.containerdLog())
+	runtime, err := containerd.Start(ctx, ctrd, p.containerdLog())
+	if err != nil {
+		return err
+	}
+	defer runtime.Stop()
+	fmt.Fprintf(out, "k1m agent: importing images from %s\n", cfg.ImagesDir)
+	if err := airgap.Import(ctx, ctrd.Address(), cfg.ImagesDir); err != nil {
+		return err
+	}
+	cgroupRoot := "/k1m/" + nodeName
+	if err := cgroups.Ensure(cgroupRoot); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(p.kubeletConfig(), []byte(kubeletConfig(p, found.Settings, cgroupRoot, ctrd.Endpoint())), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", found.Settings.RenewInterval, found.Settings.LeaseDurationSeconds)
+	kubelet := multicall.Start(ctx, "kubelet", kubeletArgs(p, nodeName, nodeIP))
+	if err := waitForFile(ctx, p.kubeletKubeconfig(), 3*time.Minute, kubelet); err != nil {
+		return fmt.Errorf("the kubelet got no client certificate (TLS bootstrap): %w", err)
+	}
+	restCfg, err := kubeconfig.RESTConfig(p.kubeletKubeconfig())
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	network{self: nodeName, confDir: p.cniConfDir(), ipamDir: p.cniIPAMDir()}.run(ctx, client)
+	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
+	proxy := multicall.Start(ctx, "kube-proxy", proxyArgs(p, nodeName, cfg.ProxyMode, found.Settings.ClusterCIDR))
+	select {
+	case err := <-kubelet:
+		return err
+	case err := <-proxy:
+		return err
+	case err := <-runtime.Done():
+		return fmt.Errorf("containerd exited (%v): see %s", err, p.containerdLog())
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// identity resolves the node's name and IPv6 address.
+func identity(name, ip string) (string, string, error) {
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return "", "", fmt.Errorf("--node-name: cannot read the hostname (%v): give --node-name", err)
+		}
+		name = strings.ToLower(host)
+	}
+	if ip == "" {
+		addr, err := netutil.DefaultIPv6()
+		if err != nil {
+			return "", "", err
+		}
+		ip = addr.String()
+	}
+	return name, ip, nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// waitForFile waits for path to appear while the component behind it runs.
+func waitForFile(ctx context.Context, path string, timeout time.Duration, component <-chan error) error {
+	deadline := time.After(timeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case err := <-component:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return errors.New("timed out waiting for " + path)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+
+	"k1m.dev/k1m/pkg/join"
+)
+
+// kubeletConfig renders the KubeletConfiguration: the lease timings and
+// cluster DNS come from the server (join.Settings), so every node agrees.
+func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# Written by k1m agent at every start.
+address: "::"
+healthzBindAddress: "::1"
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+containerRuntimeEndpoint: %q
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %q}
+authorization: {mode: Webhook}
+clusterDNS: [%q]
+clusterDomain: %q
+nodeLeaseDurationSeconds: %d
+nodeLeaseRenewInterval: %s
+rotateCertificates: true
+failSwapOn: false
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+`, cgroupRoot, endpoint, p.caFile(), s.ClusterDNS, strings.TrimSuffix(s.ClusterDomain, "."), s.LeaseDurationSeconds, s.RenewInterval)
+}
+
+func kubeletArgs(p paths, nodeName, nodeIP string) []string {
+	return []string{
+		"--config=" + p.kubeletConfig(),
+		"--bootstrap-kubeconfig=" + p.bootstrapKubeconfig(),
+		"--kubeconfig=" + p.kubeletKubeconfig(),
+		"--cert-dir=" + p.kubeletPKI(),
+		"--root-dir=" + p.kubeletRoot(),
+		"--hostname-override=" + nodeName,
+		"--node-ip=" + nodeIP,
+	}
+}
+
+func proxyArgs(p paths, nodeName, mode, clusterCIDR string) []string {
+	return []string{
+		"--kubeconfig=" + p.kubeletKubeconfig(),
+		"--hostname-override=" + nodeName,
+		"--proxy-mode=" + mode,
+		"--cluster-cidr=" + clusterCIDR,
+		// The conntrack table is the machine's: leave its sysctls alone
+		// (several nodes may share one kernel).
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+		"--healthz-bind-address=[::]:10256",
+		"--metrics-bind-address=[::1]:10249",
+	}
+}

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// cniConfig is the node's CNI network: a bridge with the node's pod range
+// (from kube-controller-manager's node IPAM) and host-local addresses.
+func cniConfig(podCIDR, ipamDir string) ([]byte, error) {
+	conf := map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "k1m",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": "k1m0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  []any{[]any{map[string]any{"subnet": podCIDR}}},
+					"routes":  []any{map[string]any{"dst": "::/0"}},
+					"dataDir": ipamDir,
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	return json.MarshalIndent(conf, "", "  ")
+}
+
+// podRoute is a route to another node's pods through that node.
+type podRoute struct {
+	dst *net.IPNet
+	via net.IP
+}
+
+// podRoutes lists, for every node but self with a pod range and an IPv6
+// InternalIP, the route to its pods (the nodes share one link, as on a
+// flat network: "host-gw" routing, no encapsulation).
+func podRoutes(nodes []*corev1.Node, self string) []podRoute {
+	var routes []podRoute
+	for _, n := range nodes {
+		if n.Name == self {
+			continue
+		}
+		ip := internalIPv6(n)
+		if ip == nil {
+			continue
+		}
+		for _, cidr := range n.Spec.PodCIDRs {
+			_, dst, err := net.ParseCIDR(cidr)
+			if err == nil && dst.IP.To4() == nil {
+				routes = append(routes, podRoute{dst: dst, via: ip})
+			}
+		}
+	}
+	sort.Slice(routes, func(i, j int) bool { return routes[i].dst.String() < routes[j].dst.String() })
+	return routes
+}
+
+func internalIPv6(n *corev1.Node) net.IP {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			if ip := net.ParseIP(a.Address); ip != nil && ip.To4() == nil {
+				return ip
+			}
+		}
+	}
+	return nil
+}
+
+// network keeps the node's CNI config and pod routes in line with the
+// Node objects.
+type network struct {
+	self    string
+	confDir string
+	ipamDir string
+}
+
+func (nw network) run(ctx context.Context, client kubernetes.Interface) {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Core().V1().Nodes()
+	sync := func() { nw.sync(informer.Lister()) }
+	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { sync() },
+		UpdateFunc: func(any, any) { sync() },
+		DeleteFunc: func(any) { sync() },
+	})
+	factory.Start(ctx.Done())
+}
+
+func (nw network) sync(lister corelisters.NodeLister) {
+	nodes, err := lister.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "k1m agent: listing nodes")
+		return
+	}
+	for _, n := range nodes {
+		if n.Name == nw.self && len(n.Spec.PodCIDRs) > 0 {
+			if err := nw.writeCNIConfig(n.Spec.PodCIDRs[0]); err != nil {
+				klog.ErrorS(err, "k1m agent: writing the CNI config")
+			}
+		}
+	}
+	for _, r := range podRoutes(nodes, nw.self) {
+		route := &netlink.Route{Dst: r.dst, Gw: r.via}
+		if err := netlink.RouteReplace(route); err != nil {
+			klog.ErrorS(err, "k1m agent: adding the route to a node's pods", "dst", r.dst, "via", r.via)
+		}
+	}
+}
+
+// writeCNIConfig writes the config once the node has its pod range; the
+// kubelet reports the node Ready only when the network is configured.
+func (nw network) writeCNIConfig(podCIDR string) error {
+	conf, err := cniConfig(podCIDR, nw.ipamDir)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(nw.confDir, "10-k1m.conflist")
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(conf) {
+		return nil
+	}
+	if err := os.MkdirAll(nw.confDir, 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, conf, 0o644); err != nil {
+		return err
+	}
+	klog.InfoS("k1m agent: CNI network configured", "podCIDR", podCIDR, "path", path)
+	return os.Rename(tmp, path)
+}
+
+// enableForwarding turns on IPv6 forwarding (pods reach other nodes
+// through this one) and lets bridged pod traffic through ip6tables, so
+// kube-proxy's Service rules apply between pods of one node.
+func enableForwarding() error {
+	for path, value := range map[string]string{
+		"/proc/sys/net/ipv6/conf/all/forwarding":        "1",
+		"/proc/sys/net/bridge/bridge-nf-call-ip6tables": "1",
+	} {
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("setting %s to %s: %w", path, value, err)
+		}
+	}
+	return nil
+}

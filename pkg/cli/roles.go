@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"k1m.dev/k1m/pkg/agent"
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/server"
+)
+
+func newServerCommand() *cobra.Command {
+	cfg := config.DefaultServer()
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a k1m control plane (two etcds, kube-apiserver, controller-manager, scheduler) and, unless --disable-agent, a node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
+				return err
+			}
+			// Patch 0005: every component in this process shares this context.
+			return server.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func newAgentCommand() *cobra.Command {
+	cfg := config.DefaultAgent()
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Join this machine to a k1m cluster as a node (containerd, kubelet, kube-proxy)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
+				return err
+			}
+			return agent.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func applyConfigFile(fs *pflag.FlagSet, path string) error {
+	return config.ApplyFile(fs, path, fs.Changed("config"))
+}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/pflag"
+
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// Agent holds the settings of `k1m agent`. What every node must agree on
+// (lease timings, cluster DNS, ranges) is not here: the agent reads it
+// from the server (package join).
+type Agent struct {
+	ConfigFile string
+	DataDir    string
+	Server     string
+	Token      string
+	NodeName   string
+	NodeIP     string
+	ImagesDir  string
+	ProxyMode  string
+	// RunDir holds sockets and runtime state (containerd's); one per node.
+	RunDir string
+}
+
+// DefaultAgent returns the defaults.
+func DefaultAgent() Agent {
+	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent"}
+}
+
+// AddFlags binds the settings to fs.
+func (a *Agent) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&a.ConfigFile, "config", a.ConfigFile, "YAML file whose keys are these flag names; flags given on the command line win")
+	fs.StringVar(&a.DataDir, "data-dir", a.DataDir, "where the agent keeps the kubelet's state, containerd's images and its certificates")
+	fs.StringVar(&a.RunDir, "run-dir", a.RunDir, "where the agent keeps sockets and runtime state (under /run)")
+	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
+	fs.StringVar(&a.Token, "token", a.Token, "join token, from the server's DATA-DIR/token")
+	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
+	fs.StringVar(&a.NodeIP, "node-ip", a.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
+	fs.StringVar(&a.ImagesDir, "images-dir", a.ImagesDir, "directory of image archives (*.tar) imported into containerd at start")
+	fs.StringVar(&a.ProxyMode, "proxy-mode", a.ProxyMode, "kube-proxy mode: iptables or nftables")
+}
+
+// Validate checks every setting and reports all problems at once.
+func (a *Agent) Validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(requireDir("--data-dir", a.DataDir))
+	add(requireDir("--run-dir", a.RunDir))
+	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" {
+		add(fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", a.Server))
+	}
+	if a.Token == "" {
+		add(errors.New("--token is empty: want the token from the server's DATA-DIR/token"))
+	} else if _, err := pki.ParseToken(a.Token); err != nil {
+		add(err)
+	}
+	add(requireIPv6Address("--node-ip", a.NodeIP, false))
+	add(requireProxyMode(a.ProxyMode))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,104 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// Discovered is what an agent learns from the server before joining.
+type Discovered struct {
+	CAPEM    []byte
+	Settings Settings
+}
+
+// Discover fetches and checks the cluster CA and settings from serverURL.
+// Every error names the flag to fix.
+func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discovered, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", serverURL)
+	}
+	// Unverified on purpose: the CA is checked against the token's hash
+	// below, and nothing secret is sent before that.
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var info struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := getJSON(ctx, insecure, serverURL, ClusterInfoName, "", &info); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.Load([]byte(info.Data["kubeconfig"]))
+	if err != nil || len(cfg.Clusters) == 0 {
+		return nil, fmt.Errorf("--server %s: %s/%s holds no kubeconfig: is this a k1m server?", serverURL, PublicNamespace, ClusterInfoName)
+	}
+	var caPEM []byte
+	for _, c := range cfg.Clusters {
+		caPEM = c.CertificateAuthorityData
+	}
+	if err := token.VerifyCA(caPEM); err != nil {
+		return nil, fmt.Errorf("--token: %w", err)
+	}
+	pool, err := pki.CertPool(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	verified := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	var settings struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := getJSON(ctx, verified, serverURL, SettingsName, token.Secret, &settings); err != nil {
+		return nil, err
+	}
+	s, err := SettingsFromData(settings.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &Discovered{CAPEM: caPEM, Settings: s}, nil
+}
+
+var errUnauthorized = errors.New("unauthorized")
+
+func getJSON(ctx context.Context, client *http.Client, serverURL, name, bearer string, into any) error {
+	path := serverURL + "/api/v1/namespaces/" + PublicNamespace + "/configmaps/" + name
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("--server %s: cannot reach kube-apiserver (%v): check the URL and that k1m server runs there", serverURL, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && bearer != "":
+		return fmt.Errorf("--token: the server refused the token (401 Unauthorized): copy it again from the server's DATA-DIR/token: %w", errUnauthorized)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("--server %s: reading %s/%s: HTTP %d: %s", serverURL, PublicNamespace, name, resp.StatusCode, truncate(body))
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("--server %s: %s/%s is not a ConfigMap: %v", serverURL, PublicNamespace, name, err)
+	}
+	return nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,67 @@
+// Package join is how an agent joins a k1m cluster with a token, both
+// sides. The server publishes, in kube-public, the cluster-info ConfigMap
+// (the CA, readable anonymously, as kubeadm does) and k1m-cluster (the
+// settings every agent must share, readable with the token), and stores
+// the token's secret as a bootstrap-token Secret. The agent downloads the
+// CA over unverified TLS, trusts it only if its hash is the one in the
+// token, then reads k1m-cluster over verified TLS with the token.
+package join
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Names of the published objects.
+const (
+	PublicNamespace = "kube-public"
+	ClusterInfoName = "cluster-info" // kubeadm's name and layout
+	SettingsName    = "k1m-cluster"
+	// BootstrapGroup is the extra group of k1m's bootstrap tokens; RBAC in
+	// manifests/ lets it read SettingsName and request node certificates.
+	BootstrapGroup = "system:bootstrappers:k1m:default-node-token"
+)
+
+// Settings are what every node of a cluster must agree on, decided by the
+// server and read by agents.
+type Settings struct {
+	RenewInterval        time.Duration // kubelet --node-lease-renew-interval
+	LeaseDurationSeconds int32         // kubelet nodeLeaseDurationSeconds
+	ClusterDomain        string
+	ClusterDNS           string // the CoreDNS Service IP
+	ClusterCIDR          string
+	ServiceCIDR          string
+}
+
+// Data renders s as ConfigMap data.
+func (s Settings) Data() map[string]string {
+	return map[string]string{
+		"nodeLeaseRenewInterval":   s.RenewInterval.String(),
+		"nodeLeaseDurationSeconds": strconv.Itoa(int(s.LeaseDurationSeconds)),
+		"clusterDomain":            s.ClusterDomain,
+		"clusterDNS":               s.ClusterDNS,
+		"clusterCIDR":              s.ClusterCIDR,
+		"serviceCIDR":              s.ServiceCIDR,
+	}
+}
+
+// SettingsFromData parses ConfigMap data.
+func SettingsFromData(d map[string]string) (Settings, error) {
+	renew, err := time.ParseDuration(d["nodeLeaseRenewInterval"])
+	if err != nil {
+		return Settings{}, fmt.Errorf("%s/%s: nodeLeaseRenewInterval %q: %v", PublicNamespace, SettingsName, d["nodeLeaseRenewInterval"], err)
+	}
+	lease, err := strconv.Atoi(d["nodeLeaseDurationSeconds"])
+	if err != nil || lease <= 0 {
+		return Settings{}, fmt.Errorf("%s/%s: nodeLeaseDurationSeconds %q: want a positive number of seconds", PublicNamespace, SettingsName, d["nodeLeaseDurationSeconds"])
+	}
+	s := Settings{RenewInterval: renew, LeaseDurationSeconds: int32(lease), ClusterDomain: d["clusterDomain"],
+		ClusterDNS: d["clusterDNS"], ClusterCIDR: d["clusterCIDR"], ServiceCIDR: d["serviceCIDR"]}
+	for k, v := range map[string]string{"clusterDomain": s.ClusterDomain, "clusterDNS": s.ClusterDNS, "clusterCIDR": s.ClusterCIDR, "serviceCIDR": s.ServiceCIDR} {
+		if v == "" {
+			return Settings{}, fmt.Errorf("%s/%s: %s is empty", PublicNamespace, SettingsName, k)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/etcd"
+)
+
+// The groups/resources that live in the no-fsync etcd: they are rewritten
+// all the time (a Lease every renew interval per node) and are worthless
+// after a crash that loses the last seconds.
+var ephemeralResources = []string{"/events", "coordination.k8s.io/leases"}
+
+// etcdOverrides is kube-apiserver's --etcd-servers-overrides value.
+func etcdOverrides(ephemeral etcd.Member) string {
+	parts := make([]string, len(ephemeralResources))
+	for i, r := range ephemeralResources {
+		parts[i] = r + "#" + ephemeral.ClientURL()
+	}
+	return strings.Join(parts, ",")
+}
+
+func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephemeral etcd.Member) []string {
+	domain := strings.TrimSuffix(cfg.ClusterDomain, ".")
+	return []string{
+		"--advertise-address=" + advertise,
+		"--bind-address=" + cfg.BindAddress,
+		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
+		"--etcd-servers=" + durable.ClientURL(),
+		"--etcd-servers-overrides=" + etcdOverrides(ephemeral),
+		"--etcd-cafile=" + c.caCert,
+		"--etcd-certfile=" + c.etcdClient.cert,
+		"--etcd-keyfile=" + c.etcdClient.key,
+		"--client-ca-file=" + c.caCert,
+		"--tls-cert-file=" + c.apiserver.cert,
+		"--tls-private-key-file=" + c.apiserver.key,
+		"--kubelet-client-certificate=" + c.kubeletClient.cert,
+		"--kubelet-client-key=" + c.kubeletClient.key,
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--requestheader-client-ca-file=" + c.caCert,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + c.frontProxyClient.cert,
+		"--proxy-client-key-file=" + c.frontProxyClient.key,
+		"--service-account-issuer=https://kubernetes.default.svc." + domain,
+		"--service-account-key-file=" + c.saPub,
+		"--service-account-signing-key-file=" + c.saKey,
+		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--enable-bootstrap-token-auth=true",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}
+}
+
+func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=::1",
+		"--leader-elect=false",
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr=" + cfg.ClusterCIDR,
+		"--node-cidr-mask-size-ipv6=" + strconv.Itoa(config.DefaultNodeMask),
+		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
+		"--cluster-signing-cert-file=" + c.caCert,
+		"--cluster-signing-key-file=" + c.caKey,
+		"--root-ca-file=" + c.caCert,
+		"--service-account-private-key-file=" + c.saKey,
+		"--use-service-account-credentials=true",
+		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--node-lease-duration=" + lease.LeaseDuration.String(),
+		"--node-monitor-grace-period=" + lease.GracePeriod.String(),
+		"--profiling=false",
+	}
+}
+
+func schedulerArgs(kubeconfig string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=::1",
+		"--leader-elect=false",
+		"--profiling=false",
+	}
+}
+
+// apiURL is the https URL of kube-apiserver at host.
+func apiURL(host string, port int) string {
+	return fmt.Sprintf("https://%s", net.JoinHostPort(host, strconv.Itoa(port)))
+}

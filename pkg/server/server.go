@@ -1,0 +1,327 @@
+// Package server runs `k1m server`: two embedded etcds (durable, and
+// no-fsync for Events and Leases), kube-apiserver, kube-controller-manager
+// and kube-scheduler in this process, the join and cluster manifests, and
+// (unless disabled) the node agent. Setup is split into named phases, as
+// kubeadm does: resolve, preflight, token, pki, etcd, apiserver, publish,
+// controllers, agent.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/manifests"
+	"k1m.dev/k1m/pkg/agent"
+	"k1m.dev/k1m/pkg/airgap"
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/kubeconfig"
+	"k1m.dev/k1m/pkg/multicall"
+	"k1m.dev/k1m/pkg/netutil"
+	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/preflight"
+)
+
+// Server is one k1m server run.
+type Server struct {
+	cfg       config.Server
+	out       io.Writer
+	nodeName  string
+	nodeIP    string
+	advertise string
+	hostIPs   []net.IP
+	lease     config.LeaseProfile
+}
+
+// AdminKubeconfig is where the server writes the administrator's kubeconfig.
+func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }
+
+// TokenFile is where the server keeps the join token.
+func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }
+
+// Run runs the server until ctx ends or a component fails.
+func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	lease, _ := config.LeaseProfileFor(cfg.RenewInterval)
+	s := &Server{cfg: cfg, out: out, lease: lease}
+	if s.cfg.EphemeralDataDir == "" {
+		s.cfg.EphemeralDataDir = filepath.Join(cfg.DataDir, "etcd-ephemeral")
+	}
+	if err := s.phaseResolve(); err != nil {
+		return err
+	}
+	if err := s.phasePreflight(); err != nil {
+		return err
+	}
+	token, err := s.phaseToken()
+	if err != nil {
+		return err
+	}
+	c, err := s.phasePKI()
+	if err != nil {
+		return err
+	}
+	// The token names the CA: only now is it complete.
+	token.CAHash, err = pki.CAHash(c.ca.CertPEM)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
+		return err
+	}
+	durable, ephemeral, err := s.phaseEtcd(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer durable.Stop()
+	defer ephemeral.Stop()
+	s.step("starting kube-apiserver on %s (Events and Leases in the no-fsync etcd)", apiURL(s.advertise, cfg.HTTPSPort))
+	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg, s.advertise, c, durable.Member, ephemeral.Member))
+	client, err := s.phaseAdmin(ctx, c, apiserver)
+	if err != nil {
+		return err
+	}
+	if err := s.phasePublish(ctx, client, c, token); err != nil {
+		return err
+	}
+	controllers, err := s.phaseControllers(ctx, c)
+	if err != nil {
+		return err
+	}
+	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(cfg.DataDir))
+	s.step("join nodes with: k1m agent --server %s --token $(cat %s)", apiURL(s.advertise, cfg.HTTPSPort), TokenFile(cfg.DataDir))
+	agentDone := make(chan error, 1)
+	if !cfg.DisableAgent {
+		go func() { agentDone <- s.runAgent(ctx, token) }()
+	}
+	select {
+	case err := <-apiserver:
+		return err
+	case err := <-controllers:
+		return err
+	case err := <-agentDone:
+		if err == nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("node agent: %w", err)
+	case err := <-durable.Err():
+		return fmt.Errorf("durable etcd: %w", err)
+	case err := <-ephemeral.Err():
+		return fmt.Errorf("ephemeral etcd: %w", err)
+	case <-ctx.Done():
+		s.step("stopping")
+		return nil
+	}
+}
+
+func (s *Server) step(format string, args ...any) {
+	fmt.Fprintf(s.out, "k1m server: "+format+"\n", args...)
+}
+
+// phaseResolve settles the node's name and addresses.
+func (s *Server) phaseResolve() error {
+	s.nodeName = s.cfg.NodeName
+	if s.nodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name: cannot read the hostname (%v): give --node-name", err)
+		}
+		s.nodeName = strings.ToLower(host)
+	}
+	s.nodeIP = s.cfg.NodeIP
+	if s.nodeIP == "" {
+		ip, err := netutil.DefaultIPv6()
+		if err != nil {
+			return err
+		}
+		s.nodeIP = ip.String()
+	}
+	s.advertise = s.cfg.AdvertiseAddress
+	if s.advertise == "" {
+		s.advertise = s.nodeIP
+	}
+	global, err := netutil.GlobalIPv6()
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, a := range append(global, netip.MustParseAddr(s.nodeIP), netip.MustParseAddr(s.advertise)) {
+		if !seen[a.String()] {
+			seen[a.String()] = true
+			s.hostIPs = append(s.hostIPs, net.IP(a.AsSlice()))
+		}
+	}
+	return nil
+}
+
+// phasePreflight checks directories and ports before anything is written.
+func (s *Server) phasePreflight() error {
+	var errs []error
+	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--ephemeral-data-dir", s.cfg.EphemeralDataDir))
+	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort))
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"--etcd-port", s.cfg.EtcdPort}, {"--etcd-port (peer, +1)", s.cfg.EtcdPort + 1}, {"--ephemeral-etcd-port", s.cfg.EphemeralEtcdPort}, {"--ephemeral-etcd-port (peer, +1)", s.cfg.EphemeralEtcdPort + 1},
+		{"kube-controller-manager's port", 10257}, {"kube-scheduler's port", 10259}} {
+		errs = append(errs, preflight.PortFree(p.flag, "::1", p.port))
+	}
+	if !s.cfg.DisableAgent {
+		if _, err := airgap.Archives(s.cfg.ImagesDir); err != nil {
+			errs = append(errs, fmt.Errorf("--images-dir: %w (or run with --disable-agent)", err))
+		}
+		errs = append(errs, preflight.PortFree("the kubelet's port (or run with --disable-agent)", "::", 10250))
+	}
+	return errors.Join(errs...)
+}
+
+// phaseToken loads the join token, or takes --token, or makes one.
+func (s *Server) phaseToken() (pki.Token, error) {
+	if s.cfg.Token != "" {
+		return pki.Token{Secret: s.cfg.Token}, nil
+	}
+	if data, err := os.ReadFile(TokenFile(s.cfg.DataDir)); err == nil {
+		t, err := pki.ParseToken(string(data))
+		if err != nil {
+			return pki.Token{}, fmt.Errorf("%s: %w (delete it to have a new token made)", TokenFile(s.cfg.DataDir), err)
+		}
+		return t, nil
+	}
+	secret, err := pki.NewSecret()
+	return pki.Token{Secret: secret}, err
+}
+
+func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
+	tls := etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.caCert}
+	s.step("starting etcd (durable, %s) and etcd (no fsync, %s)", filepath.Join(s.cfg.DataDir, "etcd"), s.cfg.EphemeralDataDir)
+	durable, err := etcd.Start(ctx, etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort, TLS: tls})
+	if err != nil {
+		return nil, nil, err
+	}
+	ephemeral, err := etcd.Start(ctx, etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: tls})
+	if err != nil {
+		durable.Stop()
+		return nil, nil, err
+	}
+	return durable, ephemeral, nil
+}
+
+// phaseAdmin writes the admin kubeconfig and waits for kube-apiserver.
+func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan error) (kubernetes.Interface, error) {
+	admin := kubeconfig.Build(apiURL(s.advertise, s.cfg.HTTPSPort), c.ca.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
+	if err := kubeconfig.Write(AdminKubeconfig(s.cfg.DataDir), admin); err != nil {
+		return nil, err
+	}
+	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
+	localPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")
+	if err := kubeconfig.Write(localPath, local); err != nil {
+		return nil, err
+	}
+	restCfg, err := kubeconfig.RESTConfig(localPath)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for {
+		status := 0
+		client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		if status == http.StatusOK {
+			s.step("kube-apiserver ready after %s", time.Since(start).Round(time.Second))
+			return client, nil
+		}
+		select {
+		case err := <-apiserver:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if time.Since(start) > 5*time.Minute {
+			return nil, fmt.Errorf("kube-apiserver not ready after 5 minutes (last /readyz status %d)", status)
+		}
+	}
+}
+
+// phasePublish writes what agents need to join, then the manifests.
+func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, c *certs, token pki.Token) error {
+	dns, err := s.cfg.ServiceIP(10)
+	if err != nil {
+		return err
+	}
+	settings := join.Settings{RenewInterval: s.lease.RenewInterval, LeaseDurationSeconds: s.lease.LeaseDurationSeconds(),
+		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
+	if err := join.Publish(ctx, client, c.ca.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), token, settings); err != nil {
+		return err
+	}
+	restCfg, err := kubeconfig.RESTConfig(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	s.step("applying manifests (node RBAC, CoreDNS at %s)", dns)
+	return manifests.Apply(ctx, restCfg, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup})
+}
+
+// phaseControllers starts kube-controller-manager and kube-scheduler; the
+// returned channel reports the first to stop.
+func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, error) {
+	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
+	kcmPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "controller-manager.kubeconfig")
+	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
+	schedPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "scheduler.kubeconfig")
+	if err := kubeconfig.Write(kcmPath, kcm); err != nil {
+		return nil, err
+	}
+	if err := kubeconfig.Write(schedPath, sched); err != nil {
+		return nil, err
+	}
+	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler", s.lease.LeaseDuration, s.lease.GracePeriod)
+	done := make(chan error, 2)
+	for name, args := range map[string][]string{
+		"kube-controller-manager": controllerManagerArgs(s.cfg, s.lease, kcmPath, c),
+		"kube-scheduler":          schedulerArgs(schedPath),
+	} {
+		ch := multicall.Start(ctx, name, args)
+		go func() { done <- <-ch }()
+	}
+	return done, nil
+}
+
+// runAgent runs this machine's node agent, joined over loopback.
+func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
+	a := config.DefaultAgent()
+	a.DataDir = filepath.Join(s.cfg.DataDir, "agent")
+	a.RunDir = filepath.Join("/run/k1m", s.nodeName)
+	a.Server = apiURL("::1", s.cfg.HTTPSPort)
+	a.Token = token.String()
+	a.NodeName = s.nodeName
+	a.NodeIP = s.nodeIP
+	a.ImagesDir = s.cfg.ImagesDir
+	a.ProxyMode = s.cfg.ProxyMode
+	return agent.Run(ctx, a, s.out)
+}
+
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
