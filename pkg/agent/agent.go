@@ -86,7 +86,9 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", found.Settings.RenewInterval, found.Settings.LeaseDurationSeconds)
 	kubelet := multicall.Start(ctx, "kubelet", kubeletArgs(p, nodeName, nodeIP))
-	if err := waitForFile(ctx, p.kubeletKubeconfig(), 3*time.Minute, kubelet); err != nil {
+	// The kubelet writes its kubeconfig first, then gets the certificate
+	// it names once kube-controller-manager approved and signed its CSR.
+	if err := waitForFile(ctx, p.kubeletClientCert(), 3*time.Minute, kubelet); err != nil {
 		return fmt.Errorf("the kubelet got no client certificate (TLS bootstrap): %w", err)
 	}
 	restCfg, err := kubeconfig.RESTConfig(p.kubeletKubeconfig())

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"k8s.io/component-base/cli"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as upstream mains do
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as upstream mains do
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric, as upstream mains do
@@ -91,6 +92,9 @@ func Start(ctx context.Context, name string, args []string) <-chan error {
 		done <- fmt.Errorf("unknown component %q", name)
 		return done
 	}
+	// Each component applies the (same) logging configuration; in one
+	// process only the first may take effect, the others must not fail.
+	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
 	cmd := newCommand()
 	cmd.SetArgs(args)
 	cmd.SilenceUsage = true
