@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"k1m.dev/k1m/pkg/agent"
+	"k1m.dev/k1m/pkg/cleanup"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/server"
 )
 
@@ -48,4 +52,22 @@ func newAgentCommand() *cobra.Command {
 
 func applyConfigFile(fs *pflag.FlagSet, path string) error {
 	return config.ApplyFile(fs, path, fs.Changed("config"))
+}
+
+func newCleanupCommand() *cobra.Command {
+	dirs := []string{"/var/lib/k1m"}
+	cmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Stop every pod, containerd and mount k1m started on this machine and remove kube-proxy's rules (data is kept)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// kube-proxy first removes its own iptables and nftables rules.
+			if code := multicall.Run("kube-proxy", []string{"--cleanup"}); code != 0 {
+				return fmt.Errorf("kube-proxy --cleanup exited with %d", code)
+			}
+			return cleanup.Run(dirs, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringSliceVar(&dirs, "data-dir", dirs, "data directories whose mounts to release (repeatable)")
+	return cmd
 }

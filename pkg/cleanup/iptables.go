@@ -1,0 +1,82 @@
+package cleanup
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// removeKubeChains deletes the KUBE-* chains the kubelet and kube-proxy
+// leave behind (canaries, KUBE-FIREWALL) and the rules jumping to them,
+// for IPv4 and IPv6: kube-proxy --cleanup removes only its own.
+func removeKubeChains() error {
+	var errs []string
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			continue
+		}
+		out, err := exec.Command(tool + "-save").Output()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s-save: %v", tool, err))
+			continue
+		}
+		for _, cmd := range kubeChainCleanup(string(out)) {
+			if msg, err := exec.Command(tool, cmd...).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Sprintf("%s %s: %v: %s", tool, strings.Join(cmd, " "), err, strings.TrimSpace(string(msg))))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// kubeChainCleanup turns iptables-save output into the commands that
+// remove jumps into KUBE-* chains from other chains, then flush and delete
+// the KUBE-* chains.
+func kubeChainCleanup(save string) [][]string {
+	var deletes, flushes, removes [][]string
+	table := ""
+	for _, line := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":KUBE-"):
+			chain := strings.Fields(line[1:])[0]
+			flushes = append(flushes, []string{"-t", table, "-F", chain})
+			removes = append(removes, []string{"-t", table, "-X", chain})
+		case strings.HasPrefix(line, "-A ") && strings.Contains(line, " -j KUBE-"):
+			fields := strings.Fields(line)
+			if strings.HasPrefix(fields[1], "KUBE-") {
+				continue // goes with its chain
+			}
+			deletes = append(deletes, append([]string{"-t", table, "-D"}, splitRule(line[3:])...))
+		}
+	}
+	return append(append(deletes, flushes...), removes...)
+}
+
+// splitRule splits a saved rule into arguments, keeping quoted comments.
+func splitRule(rule string) []string {
+	var args []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range rule {
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if cur.Len() > 0 {
+				args = append(args, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		args = append(args, cur.String())
+	}
+	return args
+}
