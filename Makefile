@@ -7,7 +7,9 @@ GO        ?= go
 K1M_BUILD  = $(GO) run ./cmd/k1m-build
 K1M_FLAGS  = --out $(OUT)
 
-.PHONY: all build build-stock prepare verify unit test deps-build clean help
+NODES     ?= 1
+
+.PHONY: all build build-stock prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -16,6 +18,9 @@ help: ## list the targets
 
 deps-build: ## install what building needs (Debian packages)
 	@hack/install-deps.sh build
+
+deps-cluster: ## install what running a cluster needs (containerd, runc, CNI plugins, iptables, busybox)
+	@hack/install-deps.sh build cluster
 
 prepare: deps-build ## apply patches/ to pristine module copies ($(OUT)/src, $(OUT)/go.work)
 	$(K1M_BUILD) prepare $(K1M_FLAGS)
@@ -26,15 +31,27 @@ build: deps-build ## build k1m and the patched components into $(OUT)/bin
 build-stock: deps-build ## build the same components, unpatched, into $(OUT)/stock/bin
 	$(K1M_BUILD) build --flavor stock $(K1M_FLAGS)
 
+images: deps-cluster ## build the image archives nodes import (pause, CoreDNS, busybox) into $(OUT)/images
+	$(K1M_BUILD) images $(K1M_FLAGS)
+
+cluster: deps-cluster build images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces)
+	NODES=$(NODES) K1M=$(OUT)/bin/k1m CLUSTER_DIR=$(OUT)/cluster IMAGES_DIR=$(OUT)/images hack/cluster.sh up
+
+cluster-down: ## stop the local cluster: no process, mount, netns or iptables rule is left (data is kept)
+	K1M=$(OUT)/bin/k1m CLUSTER_DIR=$(OUT)/cluster hack/cluster.sh down
+
 verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
 	$(K1M_BUILD) verify $(K1M_FLAGS)
 	hack/verify-go.sh
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 unit: deps-build ## unit tests of k1m's own code, built against the patched tree
-	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/...
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/...
 
-test: verify unit ## the test command (README.md); CI runs exactly this
+integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
+
+test: verify unit integration ## the test command (README.md); CI runs exactly this
 
 clean: ## remove generated trees and binaries
 	rm -rf $(OUT)

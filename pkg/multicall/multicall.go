@@ -6,8 +6,10 @@ package multicall
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -72,6 +74,7 @@ func Run(name string, args []string) int {
 	cmd := components[name]()
 	cmd.SetArgs(args)
 	if name == "kubectl" {
+		useServerKubeconfig(args)
 		// kubectl prints its own errors, as in cmd/kubectl/kubectl.go.
 		if err := cli.RunNoErrOutput(cmd); err != nil {
 			kubectlutil.CheckErr(err)
@@ -106,4 +109,24 @@ func Start(ctx context.Context, name string, args []string) <-chan error {
 		done <- fmt.Errorf("%s: %w", name, err)
 	}()
 	return done
+}
+
+// DefaultAdminKubeconfig is where `k1m server` with its default data
+// directory writes the administrator's kubeconfig.
+const DefaultAdminKubeconfig = "/var/lib/k1m/server/admin.kubeconfig"
+
+// useServerKubeconfig makes `k1m kubectl` talk to the local k1m server
+// when nothing else names a kubeconfig (as k3s kubectl does).
+func useServerKubeconfig(args []string) {
+	if os.Getenv("KUBECONFIG") != "" {
+		return
+	}
+	for _, a := range args {
+		if a == "--kubeconfig" || strings.HasPrefix(a, "--kubeconfig=") {
+			return
+		}
+	}
+	if _, err := os.Stat(DefaultAdminKubeconfig); err == nil {
+		os.Setenv("KUBECONFIG", DefaultAdminKubeconfig)
+	}
 }

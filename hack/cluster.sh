@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Starts and stops a local k1m cluster: `k1m server` on this machine and
+# NODES-1 agents, each in its own network namespace with its own IPv6
+# address on a bridge (k1m-nodes, fddf:4035:b520::/64), as separate nodes.
+# Thin glue around the k1m binary; `make cluster` / `make cluster-down`.
+#
+# usage: hack/cluster.sh up|down|restart-server
+# env:   NODES (default 1), K1M (binary), CLUSTER_DIR (logs, pids),
+#        DATA_ROOT (server and node data), IMAGES_DIR
+set -euo pipefail
+
+NODES=${NODES:-1}
+K1M=${K1M:-_output/bin/k1m}
+CLUSTER_DIR=${CLUSTER_DIR:-_output/cluster}
+DATA_ROOT=${DATA_ROOT:-/var/lib/k1m}
+IMAGES_DIR=${IMAGES_DIR:-_output/images}
+BRIDGE=k1m-nodes
+PREFIX=fddf:4035:b520
+SERVER_IP=$PREFIX::1
+TIMEOUT=${TIMEOUT:-300}
+
+server_data() { echo "$DATA_ROOT/server"; }
+node_name() { echo "k1m-node-$1"; }
+kubectl() { "$K1M" kubectl --kubeconfig "$(server_data)/admin.kubeconfig" "$@"; }
+log() { echo "cluster: $*"; }
+
+if ! [[ $NODES =~ ^[1-9][0-9]?$ ]]; then
+  echo "cluster: NODES=$NODES: want a number of nodes from 1 to 99" >&2
+  exit 2
+fi
+
+node_net_up() { # create the bridge and node i's namespace
+  local i=$1 ns; ns=$(node_name "$i")
+  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link add "$BRIDGE" type bridge
+    ip -6 addr add "$SERVER_IP/64" dev "$BRIDGE" nodad
+    ip link set "$BRIDGE" up
+  fi
+  ip netns add "$ns"
+  ip link add "veth-$i" type veth peer name eth0 netns "$ns"
+  ip link set "veth-$i" master "$BRIDGE" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" -6 addr add "$PREFIX::$(printf '%x' $((16 + i)))/64" dev eth0 nodad
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" -6 route add default via "$SERVER_IP"
+}
+
+start_server() {
+  local args=(server --data-dir "$(server_data)" --images-dir "$IMAGES_DIR")
+  ((NODES > 1)) && args+=(--node-ip "$SERVER_IP")
+  setsid "$K1M" "${args[@]}" >>"$CLUSTER_DIR/server.log" 2>&1 < /dev/null &
+  echo $! >"$CLUSTER_DIR/server.pid"
+  log "k1m server started (pid $!, log $CLUSTER_DIR/server.log)"
+}
+
+start_agent() {
+  local i=$1 ns; ns=$(node_name "$i")
+  ip netns exec "$ns" setsid "$K1M" agent --server "https://[$SERVER_IP]:6443" \
+    --token "$(cat "$(server_data)/token")" --node-name "$ns" \
+    --node-ip "$PREFIX::$(printf '%x' $((16 + i)))" \
+    --data-dir "$DATA_ROOT/nodes/$ns" --run-dir "/run/k1m/$ns" --images-dir "$IMAGES_DIR" \
+    >>"$CLUSTER_DIR/$ns.log" 2>&1 < /dev/null &
+  echo $! >"$CLUSTER_DIR/$ns.pid"
+  log "k1m agent $ns started (pid $!, log $CLUSTER_DIR/$ns.log)"
+}
+
+wait_ready() {
+  local deadline=$((SECONDS + TIMEOUT)) ready=0
+  while ((SECONDS < deadline)); do
+    ready=$(kubectl get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)
+    ((ready >= NODES)) && { log "$ready/$NODES nodes Ready after ${SECONDS}s"; return 0; }
+    log "waiting: $ready/$NODES nodes Ready (${SECONDS}s)"
+    sleep 5
+  done
+  echo "cluster: only $ready/$NODES nodes Ready after ${TIMEOUT}s; see $CLUSTER_DIR/*.log" >&2
+  return 1
+}
+
+wait_file() {
+  local deadline=$((SECONDS + TIMEOUT))
+  until [[ -s $1 ]] && kubectl get --raw /readyz >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { echo "cluster: k1m server not up after ${TIMEOUT}s; see $CLUSTER_DIR/server.log" >&2; return 1; }
+    kill -0 "$(cat "$CLUSTER_DIR/server.pid")" 2>/dev/null || { echo "cluster: k1m server exited; see $CLUSTER_DIR/server.log" >&2; tail -5 "$CLUSTER_DIR/server.log" >&2; return 1; }
+    sleep 2
+  done
+}
+
+up() {
+  if [[ -f $CLUSTER_DIR/server.pid ]] && kill -0 "$(cat "$CLUSTER_DIR/server.pid")" 2>/dev/null; then
+    echo "cluster: already running (pid $(cat "$CLUSTER_DIR/server.pid")); make cluster-down first" >&2
+    exit 1
+  fi
+  mkdir -p "$CLUSTER_DIR"
+  echo "$NODES" >"$CLUSTER_DIR/nodes"
+  for ((i = 1; i < NODES; i++)); do node_net_up "$i"; done
+  ((NODES > 1)) && sysctl -qw net.ipv6.conf.all.forwarding=1
+  start_server
+  wait_file "$(server_data)/token"
+  for ((i = 1; i < NODES; i++)); do start_agent "$i"; done
+  wait_ready
+  cat <<MSG
+
+k1m cluster up: $NODES node(s).
+  kubeconfig: $(server_data)/admin.kubeconfig
+  use it:     export KUBECONFIG=$(server_data)/admin.kubeconfig; $K1M kubectl get nodes -o wide
+              (or $K1M kubectl ..., which finds it by itself)
+  logs:       $CLUSTER_DIR/*.log
+  stop:       make cluster-down
+MSG
+}
+
+stop_pid() {
+  local f=$1 pid
+  [[ -f $f ]] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+down() {
+  for f in "$CLUSTER_DIR"/k1m-node-*.pid; do [[ -e $f ]] && stop_pid "$f"; done
+  stop_pid "$CLUSTER_DIR/server.pid"
+  "$K1M" cleanup --data-dir "$DATA_ROOT"
+  for ns in $(ip netns list | awk '/^k1m-node-/ {print $1}'); do ip netns delete "$ns"; done
+  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+  rm -f "$CLUSTER_DIR/nodes"
+  log "stopped; data kept under $DATA_ROOT (delete it for a fresh cluster)"
+}
+
+restart_server() { # for the crash test: kill -9 the server, then start it again
+  kill -KILL "$(cat "$CLUSTER_DIR/server.pid")"
+  sleep 1
+  start_server
+}
+
+case ${1:-} in
+  up) up ;;
+  down) down ;;
+  restart-server) restart_server ;;
+  *) echo "usage: hack/cluster.sh up|down|restart-server" >&2; exit 2 ;;
+esac
