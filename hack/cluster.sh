@@ -55,7 +55,9 @@ start_server() {
 
 start_agent() {
   local i=$1 ns; ns=$(node_name "$i")
-  ip netns exec "$ns" setsid "$K1M" agent --server "https://[$SERVER_IP]:6443" \
+  # nsenter, not ip netns exec: the latter remounts /sys, hiding the cgroup
+  # file systems the kubelet needs.
+  nsenter --net="/run/netns/$ns" setsid "$K1M" agent --server "https://[$SERVER_IP]:6443" \
     --token "$(cat "$(server_data)/token")" --node-name "$ns" \
     --node-ip "$PREFIX::$(printf '%x' $((16 + i)))" \
     --data-dir "$DATA_ROOT/nodes/$ns" --run-dir "/run/k1m/$ns" --images-dir "$IMAGES_DIR" \

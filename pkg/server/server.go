@@ -80,9 +80,6 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
-		return err
-	}
 	durable, ephemeral, err := s.phaseEtcd(ctx, c)
 	if err != nil {
 		return err
@@ -100,6 +97,10 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	}
 	controllers, err := s.phaseControllers(ctx, c)
 	if err != nil {
+		return err
+	}
+	// Written last: its presence tells scripts that agents can join.
+	if err := writeFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
 		return err
 	}
 	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(cfg.DataDir))
