@@ -6,7 +6,8 @@
 #
 # usage: hack/cluster.sh up|down|restart-server
 # env:   NODES (default 1), K1M (binary), CLUSTER_DIR (logs, pids),
-#        DATA_ROOT (server and node data), IMAGES_DIR
+#        DATA_ROOT (server and node data), IMAGES_DIR, SERVER_ARGS (extra
+#        k1m server flags)
 set -euo pipefail
 
 NODES=${NODES:-1}
@@ -48,6 +49,8 @@ node_net_up() { # create the bridge and node i's namespace
 start_server() {
   local args=(server --data-dir "$(server_data)" --images-dir "$IMAGES_DIR")
   ((NODES > 1)) && args+=(--node-ip "$SERVER_IP")
+  # shellcheck disable=SC2206 # extra flags, split on spaces on purpose
+  args+=(${SERVER_ARGS:-})
   setsid "$K1M" "${args[@]}" >>"$CLUSTER_DIR/server.log" 2>&1 < /dev/null &
   echo $! >"$CLUSTER_DIR/server.pid"
   log "k1m server started (pid $!, log $CLUSTER_DIR/server.log)"

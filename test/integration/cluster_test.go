@@ -1,0 +1,170 @@
+// Package integration starts a real k1m cluster from the built binary
+// (k1m server + two agents, each in its own network namespace, via
+// hack/cluster.sh) and checks it through the API and both etcds.
+// It needs root, `make build` and `make images`; `make integration` runs it.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The cluster under test renews node Leases every 5 s, not the default
+// 10 s, so that the test sees the configured value end to end.
+const (
+	renewInterval = 5 * time.Second
+	leaseDuration = 4 * renewInterval
+	nodes         = 3
+)
+
+type cluster struct {
+	root, dataRoot, clusterDir, k1m string
+	client                          kubernetes.Interface
+}
+
+func (c *cluster) script(t *testing.T, verb string) {
+	t.Helper()
+	cmd := exec.Command("hack/cluster.sh", verb)
+	cmd.Dir = c.root
+	cmd.Env = append(os.Environ(), fmt.Sprintf("NODES=%d", nodes), "K1M="+c.k1m, "CLUSTER_DIR="+c.clusterDir,
+		"DATA_ROOT="+c.dataRoot, "IMAGES_DIR="+filepath.Join(c.root, "_output", "images"),
+		"SERVER_ARGS=--node-lease-renew-interval="+renewInterval.String())
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/cluster.sh %s: %v", verb, err)
+	}
+}
+
+func (c *cluster) kubectl(args ...string) (string, error) {
+	all := append([]string{"kubectl", "--kubeconfig", c.adminKubeconfig()}, args...)
+	out, err := exec.Command(c.k1m, all...).CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) adminKubeconfig() string {
+	return filepath.Join(c.dataRoot, "server", "admin.kubeconfig")
+}
+
+func TestCluster(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (network namespaces, containerd)")
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	c := &cluster{root: root, dataRoot: t.TempDir(), clusterDir: t.TempDir(), k1m: filepath.Join(root, "_output", "bin", "k1m")}
+	if _, err := os.Stat(c.k1m); err != nil {
+		t.Fatalf("%s missing: run make build images first", c.k1m)
+	}
+	c.script(t, "up")
+	defer func() {
+		if t.Failed() {
+			dumpLogs(t, c.clusterDir)
+		}
+		c.script(t, "down")
+	}()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.client = kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+
+	flaps := watchNotReady(ctx, t, c.client)
+	t.Run("NodesReadyWithIPv6", func(t *testing.T) { testNodes(ctx, t, c) })
+	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
+	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
+	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
+	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
+	if got := flaps.stop(); len(got) > 0 {
+		t.Errorf("nodes went NotReady during the test: %v", got)
+	}
+	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
+}
+
+func dumpLogs(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		lines := strings.Split(string(data), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("--- last lines of %s:\n%s", l, strings.Join(lines, "\n"))
+	}
+}
+
+// notReadyWatch records every node that reports Ready != True.
+type notReadyWatch struct {
+	mu     sync.Mutex
+	events []string
+	cancel context.CancelFunc
+}
+
+func watchNotReady(ctx context.Context, t *testing.T, client kubernetes.Interface) *notReadyWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &notReadyWatch{cancel: cancel}
+	watcher, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if !nodeReady(node) {
+				w.mu.Lock()
+				w.events = append(w.events, fmt.Sprintf("%s at %s", node.Name, time.Now().Format(time.RFC3339)))
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *notReadyWatch) stop() []string {
+	w.cancel()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.events
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// eventually polls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
