@@ -72,6 +72,7 @@ start_agent() {
 wait_ready() {
   local deadline=$((SECONDS + TIMEOUT)) ready=0
   while ((SECONDS < deadline)); do
+    kill -0 "$(cat "$CLUSTER_DIR/server.pid")" 2>/dev/null || { echo "cluster: k1m server exited; see $CLUSTER_DIR/server.log" >&2; tail -5 "$CLUSTER_DIR/server.log" >&2; return 1; }
     ready=$(kubectl get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)
     ((ready >= NODES)) && { log "$ready/$NODES nodes Ready after ${SECONDS}s"; return 0; }
     log "waiting: $ready/$NODES nodes Ready (${SECONDS}s)"

@@ -181,13 +181,8 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 			t.Errorf("pod %s IP %q, want IPv6", b.Name, b.Status.PodIP)
 		}
 		// Pod to pod across nodes, over the routes the agents program.
-		url := "http://[" + b.Status.PodIP + "]:8080/"
-		eventually(t, time.Minute, "client on the server node fetches "+url, func() error {
-			out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "wget", "-q", "-T", "5", "-O", "-", url)
-			if err != nil || strings.TrimSpace(out) != b.Name {
-				return fmt.Errorf("%v: %s", err, out)
-			}
-			return nil
+		eventually(t, time.Minute, "client on the server node fetches "+b.Status.PodIP+" port 8080", func() error {
+			return c.expectBody(b.Status.PodIP, "8080", b.Name)
 		})
 	}
 	name := "web." + testNamespace + ".svc.cluster.local"
@@ -199,17 +194,37 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		return nil
 	})
 	served := map[string]bool{}
-	eventually(t, 2*time.Minute, "the ClusterIP Service reaches both backends by name", func() error {
-		out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://"+name+"/")
+	eventually(t, 2*time.Minute, "the ClusterIP Service, resolved by name, reaches both backends", func() error {
+		// busybox's nc does not resolve names (static glibc): resolve with
+		// nslookup (CoreDNS, AAAA), then connect to the answer.
+		script := `ip=$(nslookup -type=AAAA ` + name + ` | awk '/^Name:/ {n=1} n && /^Address:/ {print $2}' | tail -1); ` +
+			`[ -n "$ip" ] || exit 3; printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "$ip" 80`
+		out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "sh", "-c", script)
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		served[strings.TrimSpace(out)] = true
-		if len(served) < 2 {
+		served[lastLine(out)] = true
+		if len(served) < 2 || served[""] {
 			return fmt.Errorf("served so far by %v", served)
 		}
 		return nil
 	})
+}
+
+// expectBody fetches / from [ip]:port in the client pod (busybox nc: its
+// wget crashes in Debian's static build) and wants body as the last line.
+func (c *cluster) expectBody(ip, port, body string) error {
+	out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "sh", "-c",
+		`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+ip+` `+port)
+	if err != nil || lastLine(out) != body {
+		return fmt.Errorf("want body %q: %v: %s", body, err, out)
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // serverNodeName is the node that is not one of the agents.

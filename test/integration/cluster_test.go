@@ -63,17 +63,26 @@ func TestCluster(t *testing.T) {
 		t.Skip("needs root (network namespaces, containerd)")
 	}
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	c := &cluster{root: root, dataRoot: t.TempDir(), clusterDir: t.TempDir(), k1m: filepath.Join(root, "_output", "bin", "k1m")}
+	// Logs stay in _output/integration for a look after a failure; the
+	// data goes (mounts released by cluster.sh down first).
+	clusterDir := filepath.Join(root, "_output", "integration")
+	os.RemoveAll(clusterDir)
+	dataRoot, err := os.MkdirTemp("", "k1m-integration-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m")}
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)
 	}
-	c.script(t, "up")
 	defer func() {
 		if t.Failed() {
 			dumpLogs(t, c.clusterDir)
 		}
 		c.script(t, "down")
+		os.RemoveAll(dataRoot)
 	}()
+	c.script(t, "up")
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
