@@ -60,8 +60,10 @@ start_agent() {
   local i=$1 ns; ns=$(node_name "$i")
   # nsenter, not ip netns exec: the latter remounts /sys, hiding the cgroup
   # file systems the kubelet needs.
+  # The token goes in the environment, not argv: ps shows argv to everyone.
+  K1M_TOKEN="$(cat "$(server_data)/token")" \
   nsenter --net="/run/netns/$ns" setsid "$K1M" agent --server "https://[$SERVER_IP]:6443" \
-    --token "$(cat "$(server_data)/token")" --node-name "$ns" \
+    --node-name "$ns" \
     --node-ip "$PREFIX::$(printf '%x' $((16 + i)))" \
     --data-dir "$DATA_ROOT/nodes/$ns" --run-dir "/run/k1m/$ns" --images-dir "$IMAGES_DIR" \
     >>"$CLUSTER_DIR/$ns.log" 2>&1 < /dev/null &
@@ -133,6 +135,8 @@ down() {
   "$K1M" cleanup --data-dir "$DATA_ROOT"
   for ns in $(ip netns list | awk '/^k1m-node-/ {print $1}'); do ip netns delete "$ns"; done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+  # ip netns add bind-mounts /run/netns onto itself; release it when empty.
+  if [[ -d /run/netns ]] && [[ -z $(ls -A /run/netns) ]] && mountpoint -q /run/netns; then umount /run/netns; fi
   rm -f "$CLUSTER_DIR/nodes"
   log "stopped; data kept under $DATA_ROOT (delete it for a fresh cluster)"
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -26,9 +27,10 @@ type Agent struct {
 	RunDir string
 }
 
-// DefaultAgent returns the defaults.
+// DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
 func DefaultAgent() Agent {
-	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent"}
+	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent",
+		Token: os.Getenv("K1M_TOKEN")}
 }
 
 // AddFlags binds the settings to fs.
@@ -37,7 +39,7 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.DataDir, "data-dir", a.DataDir, "where the agent keeps the kubelet's state, containerd's images and its certificates")
 	fs.StringVar(&a.RunDir, "run-dir", a.RunDir, "where the agent keeps sockets and runtime state (under /run)")
 	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
-	fs.StringVar(&a.Token, "token", a.Token, "join token, from the server's DATA-DIR/token")
+	fs.StringVar(&a.Token, "token", a.Token, "join token, from the server's DATA-DIR/token (default: $K1M_TOKEN, which ps does not show)")
 	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
 	fs.StringVar(&a.NodeIP, "node-ip", a.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&a.ImagesDir, "images-dir", a.ImagesDir, "directory of image archives (*.tar) imported into containerd at start")

@@ -80,6 +80,7 @@ func TestCluster(t *testing.T) {
 			dumpLogs(t, c.clusterDir)
 		}
 		c.script(t, "down")
+		checkNothingLeft(t, dataRoot)
 		os.RemoveAll(dataRoot)
 	}()
 	c.script(t, "up")
@@ -175,5 +176,33 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
 		}
 		time.Sleep(2 * time.Second)
+	}
+}
+
+// checkNothingLeft wants no k1m process, node namespace, mount, cgroup or
+// KUBE-* packet-filter chain after hack/cluster.sh down.
+func checkNothingLeft(t *testing.T, dataRoot string) {
+	if out, _ := exec.Command("pgrep", "-af", "k1m (server|agent)|containerd").Output(); len(out) > 0 {
+		t.Errorf("processes left after down:\n%s", out)
+	}
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "k1m-node-") || strings.Contains(string(out), "cni-") {
+		t.Errorf("network namespaces left after down:\n%s", out)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, dataRoot) || strings.Contains(line, "/run/k1m") || strings.Contains(line, "/run/netns") {
+			t.Errorf("mount left after down: %s", line)
+		}
+	}
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		if out, _ := exec.Command(tool).Output(); strings.Contains(string(out), "KUBE-") {
+			t.Errorf("%s shows KUBE-* rules after down", tool)
+		}
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory/k1m"); err == nil {
+		t.Errorf("cgroup /k1m left after down")
+	}
+	if _, err := exec.Command("ip", "link", "show", "k1m-nodes").Output(); err == nil {
+		t.Errorf("bridge k1m-nodes left after down")
 	}
 }
