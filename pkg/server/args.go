@@ -60,38 +60,39 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephem
 	}
 }
 
-func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs) []string {
+// localControllerArgs are shared by the controller-manager and the
+// scheduler: one kubeconfig for everything, serving on loopback only, and
+// no leader election (one server).
+func localControllerArgs(kubeconfig string) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--bind-address=::1",
 		"--leader-elect=false",
-		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + cfg.ClusterCIDR,
-		"--node-cidr-mask-size-ipv6=" + strconv.Itoa(config.DefaultNodeMask),
-		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
-		"--cluster-signing-cert-file=" + c.caCert,
-		"--cluster-signing-key-file=" + c.caKey,
-		"--root-ca-file=" + c.caCert,
-		"--service-account-private-key-file=" + c.saKey,
-		"--use-service-account-credentials=true",
-		"--controllers=*,bootstrapsigner,tokencleaner",
-		"--node-lease-duration=" + lease.LeaseDuration.String(),
-		"--node-monitor-grace-period=" + lease.GracePeriod.String(),
 		"--profiling=false",
 	}
 }
 
+func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs) []string {
+	return append(localControllerArgs(kubeconfig),
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr="+cfg.ClusterCIDR,
+		"--node-cidr-mask-size-ipv6="+strconv.Itoa(config.DefaultNodeMask),
+		"--service-cluster-ip-range="+cfg.ServiceCIDR,
+		"--cluster-signing-cert-file="+c.caCert,
+		"--cluster-signing-key-file="+c.caKey,
+		"--root-ca-file="+c.caCert,
+		"--service-account-private-key-file="+c.saKey,
+		"--use-service-account-credentials=true",
+		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--node-lease-duration="+lease.LeaseDuration.String(),
+		"--node-monitor-grace-period="+lease.GracePeriod.String(),
+	)
+}
+
 func schedulerArgs(kubeconfig string) []string {
-	return []string{
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=::1",
-		"--leader-elect=false",
-		"--profiling=false",
-	}
+	return localControllerArgs(kubeconfig)
 }
 
 // apiURL is the https URL of kube-apiserver at host.
