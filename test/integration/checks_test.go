@@ -378,6 +378,13 @@ func testBadInput(t *testing.T, c *cluster) {
 			}
 		})
 	}
+	// The token's secret half is in no log.
+	logs, _ := filepath.Glob(filepath.Join(c.clusterDir, "*.log"))
+	for _, l := range logs {
+		if data, _ := os.ReadFile(l); strings.Contains(string(data), strings.SplitN(secret, ".", 2)[1]) {
+			t.Errorf("%s shows the token secret", l)
+		}
+	}
 	// Renew interval not shorter than the lease: the kubelet and the
 	// controller-manager refuse it (patch 0003).
 	for _, args := range [][]string{
