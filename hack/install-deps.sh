@@ -9,8 +9,8 @@ declare -A PACKAGES=(
   [build]="patch git ca-certificates"
   # Running a cluster: the container runtime the agent starts and configures,
   # CNI plugins (bridge, host-local, loopback, portmap), the packet filters
-  # kube-proxy programs, and busybox for the test image.
-  [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static"
+  # kube-proxy programs, busybox for the test image, procps (sysctl, pgrep).
+  [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static procps"
 )
 
 need=()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +18,7 @@ import (
 	"k1m.dev/k1m/pkg/cgroups"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/containerd"
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 		return err
 	}
 	token, _ := pki.ParseToken(cfg.Token)
-	nodeName, nodeIP, err := identity(cfg.NodeName, cfg.NodeIP)
+	nodeName, nodeIP, err := netutil.NodeIdentity(cfg.NodeName, cfg.NodeIP)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(p.caFile(), found.CAPEM, 0o644); err != nil {
+	if err := fsutil.WriteFile(p.caFile(), found.CAPEM, 0o644); err != nil {
 		return err
 	}
 	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cgroups.Ensure(cgroupRoot); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(p.kubeletConfig(), []byte(kubeletConfig(p, found.Settings, cgroupRoot, ctrd.Endpoint())), 0o600); err != nil {
+	if err := fsutil.WriteFile(p.kubeletConfig(), []byte(kubeletConfig(p, found.Settings, cgroupRoot, ctrd.Endpoint())), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", found.Settings.RenewInterval, found.Settings.LeaseDurationSeconds)
@@ -112,33 +112,6 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	case <-ctx.Done():
 		return nil
 	}
-}
-
-// identity resolves the node's name and IPv6 address.
-func identity(name, ip string) (string, string, error) {
-	if name == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return "", "", fmt.Errorf("--node-name: cannot read the hostname (%v): give --node-name", err)
-		}
-		name = strings.ToLower(host)
-	}
-	if ip == "" {
-		addr, err := netutil.DefaultIPv6()
-		if err != nil {
-			return "", "", err
-		}
-		ip = addr.String()
-	}
-	return name, ip, nil
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // waitForFile waits for path to appear while the component behind it runs.

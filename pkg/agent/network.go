@@ -17,6 +17,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // cniConfig is the node's CNI network: a bridge with the node's pod range
@@ -134,15 +136,8 @@ func (nw network) writeCNIConfig(podCIDR string) error {
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(conf) {
 		return nil
 	}
-	if err := os.MkdirAll(nw.confDir, 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, conf, 0o644); err != nil {
-		return err
-	}
 	klog.InfoS("k1m agent: CNI network configured", "podCIDR", podCIDR, "path", path)
-	return os.Rename(tmp, path)
+	return fsutil.WriteFile(path, conf, 0o644)
 }
 
 // enableForwarding turns on IPv6 forwarding (pods reach other nodes

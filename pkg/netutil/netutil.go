@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 )
 
 // DefaultIPv6 is the source address the kernel picks for the IPv6 default
@@ -38,4 +40,24 @@ func GlobalIPv6() ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
+}
+
+// NodeIdentity fills in a node's name (default: the hostname, lowercased,
+// as the kubelet does) and IPv6 address (default: DefaultIPv6).
+func NodeIdentity(name, ip string) (string, string, error) {
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return "", "", fmt.Errorf("--node-name: cannot read the hostname (%v): give --node-name", err)
+		}
+		name = strings.ToLower(host)
+	}
+	if ip == "" {
+		addr, err := DefaultIPv6()
+		if err != nil {
+			return "", "", err
+		}
+		ip = addr.String()
+	}
+	return name, ip, nil
 }

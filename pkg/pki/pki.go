@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // Validity periods: the CA outlives every leaf it signs.
@@ -161,10 +163,10 @@ func LoadOrCreateKey(path string) (keyPath, pubPath string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if err := writeFile(path, keyPEM, 0o600); err != nil {
+	if err := fsutil.WriteFile(path, keyPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	return path, pubPath, writeFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+	return path, pubPath, fsutil.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
 }
 
 func newKey() (*ecdsa.PrivateKey, error) {
@@ -240,36 +242,8 @@ func writePair(certPath, keyPath string, certPEM []byte, key crypto.Signer) erro
 	}
 	// Key first: a crash in between leaves a key without its certificate,
 	// which the next start replaces, never a certificate without its key.
-	if err := writeFile(keyPath, keyPEM, 0o600); err != nil {
+	if err := fsutil.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFile(certPath, certPEM, 0o644)
-}
-
-// writeFile writes atomically: a temporary file renamed into place.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return fsutil.WriteFile(certPath, certPEM, 0o644)
 }

@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -26,6 +25,7 @@ import (
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 		return err
 	}
 	// Written last: its presence tells scripts that agents can join.
-	if err := writeFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
+	if err := fsutil.WriteFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
 		return err
 	}
 	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(cfg.DataDir))
@@ -135,21 +135,10 @@ func (s *Server) step(format string, args ...any) {
 
 // phaseResolve settles the node's name and addresses.
 func (s *Server) phaseResolve() error {
-	s.nodeName = s.cfg.NodeName
-	if s.nodeName == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("--node-name: cannot read the hostname (%v): give --node-name", err)
-		}
-		s.nodeName = strings.ToLower(host)
-	}
-	s.nodeIP = s.cfg.NodeIP
-	if s.nodeIP == "" {
-		ip, err := netutil.DefaultIPv6()
-		if err != nil {
-			return err
-		}
-		s.nodeIP = ip.String()
+	var err error
+	s.nodeName, s.nodeIP, err = netutil.NodeIdentity(s.cfg.NodeName, s.cfg.NodeIP)
+	if err != nil {
+		return err
 	}
 	s.advertise = s.cfg.AdvertiseAddress
 	if s.advertise == "" {
@@ -317,12 +306,4 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.ImagesDir = s.cfg.ImagesDir
 	a.ProxyMode = s.cfg.ProxyMode
 	return agent.Run(ctx, a, s.out)
-}
-
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

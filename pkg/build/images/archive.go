@@ -17,6 +17,8 @@ import (
 	"runtime"
 	"sort"
 	"time"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // Image is a one-layer image.
@@ -75,11 +77,7 @@ func Write(img Image, path string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFile(path, out.Bytes(), 0o644)
 }
 
 // layer is the image's filesystem as an uncompressed tar.
