@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/manifests"
 	"k1m.dev/k1m/pkg/agent"
@@ -43,6 +44,7 @@ type Server struct {
 	advertise string
 	hostIPs   []net.IP
 	lease     config.LeaseProfile
+	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
 }
 
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
@@ -225,6 +227,7 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 	if err != nil {
 		return nil, err
 	}
+	s.adminREST = restCfg
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, err
@@ -261,12 +264,8 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	if err := join.Publish(ctx, client, c.ca.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), token, settings); err != nil {
 		return err
 	}
-	restCfg, err := kubeconfig.RESTConfig(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig"))
-	if err != nil {
-		return err
-	}
 	s.step("applying manifests (node RBAC, CoreDNS at %s)", dns)
-	return manifests.Apply(ctx, restCfg, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup})
+	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup})
 }
 
 // phaseControllers starts kube-controller-manager and kube-scheduler; the
