@@ -1,0 +1,111 @@
+package stats
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func ms(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	// 1..100 ms in reverse order: the p-th percentile is p ms.
+	var samples []time.Duration
+	for i := 100; i >= 1; i-- {
+		samples = append(samples, time.Duration(i)*time.Millisecond)
+	}
+	for _, p := range []float64{1, 50, 90, 99, 100} {
+		if got, want := Percentile(samples, p), time.Duration(p)*time.Millisecond; got != want {
+			t.Errorf("Percentile(1..100ms, %v) = %v, want %v", p, got, want)
+		}
+	}
+	if samples[0] != 100*time.Millisecond {
+		t.Errorf("Percentile sorted its input in place")
+	}
+}
+
+func TestPercentileSmallSets(t *testing.T) {
+	cases := []struct {
+		samples []time.Duration
+		p       float64
+		want    time.Duration
+	}{
+		{nil, 99, 0},
+		{ms(7), 50, 7 * time.Millisecond},
+		{ms(7), 99, 7 * time.Millisecond},
+		{ms(1, 2, 3, 4), 50, 2 * time.Millisecond}, // ceil(0.5*4)=2nd
+		{ms(1, 2, 3, 4), 51, 3 * time.Millisecond}, // ceil(0.51*4)=3rd
+		{ms(1, 2, 3, 4), 99, 4 * time.Millisecond},
+		{ms(5, 1, 1000, 2, 3, 4, 6, 7, 8, 9), 90, 9 * time.Millisecond}, // one outlier of ten is above p90
+		{ms(5, 1, 1000, 2, 3, 4, 6, 7, 8, 9), 99, 1000 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		if got := Percentile(tc.samples, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", tc.samples, tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestPercentileRejectsBadP(t *testing.T) {
+	for _, p := range []float64{0, -1, 101, math.NaN()} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Percentile(_, %v) did not panic", p)
+				}
+			}()
+			Percentile(ms(1), p)
+		}()
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var samples []time.Duration
+	for i := 1; i <= 1000; i++ {
+		samples = append(samples, time.Duration(i)*time.Microsecond)
+	}
+	got := Summarize(samples)
+	want := Latency{Count: 1000, Mean: 500500 * time.Nanosecond, P50: 500 * time.Microsecond,
+		P90: 900 * time.Microsecond, P99: 990 * time.Microsecond, Max: 1000 * time.Microsecond}
+	if got != want {
+		t.Errorf("Summarize(1..1000us) = %+v, want %+v", got, want)
+	}
+	if (Summarize(nil) != Latency{}) {
+		t.Errorf("Summarize(nil) is not zero")
+	}
+}
+
+func TestRate(t *testing.T) {
+	if got := Rate(1500, 3*time.Second); got != 500 {
+		t.Errorf("Rate(1500, 3s) = %v, want 500", got)
+	}
+	if got := Rate(10, 250*time.Millisecond); got != 40 {
+		t.Errorf("Rate(10, 250ms) = %v, want 40", got)
+	}
+	if got := Rate(10, 0); got != 0 {
+		t.Errorf("Rate(10, 0) = %v, want 0", got)
+	}
+}
+
+func TestRatioAndMedian(t *testing.T) {
+	if got := Ratio(3, 2); got != 1.5 {
+		t.Errorf("Ratio(3,2) = %v", got)
+	}
+	if got := Ratio(3, 0); !math.IsNaN(got) {
+		t.Errorf("Ratio(3,0) = %v, want NaN", got)
+	}
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
