@@ -9,7 +9,7 @@ K1M_FLAGS  = --out $(OUT)
 
 NODES     ?= 1
 
-.PHONY: all build build-stock prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: all bench bench-full build build-stock prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -52,6 +52,16 @@ integration: deps-cluster build images ## start a 3-node cluster from the built 
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
 test: verify unit integration ## the test command (README.md); CI runs exactly this
+
+BENCH_ARGS ?=
+BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
+	KWOK_VERSION=$(KWOK_VERSION) $(OUT)/tools/k1m-bench run --out $(OUT)
+
+bench: deps-build build build-stock ## stock 1.32.5 vs k1m side by side, ~10 min (docs/performance.md); results in $(OUT)/bench
+	$(BENCH) --profile quick $(BENCH_ARGS)
+
+bench-full: deps-build build build-stock ## the same with more rounds, longer windows and a kwok ramp to 100k nodes
+	$(BENCH) --profile full $(BENCH_ARGS)
 
 clean: ## remove generated trees and binaries
 	rm -rf $(OUT)

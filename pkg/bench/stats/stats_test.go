@@ -109,3 +109,42 @@ func TestRatioAndMedian(t *testing.T) {
 		}
 	}
 }
+
+func TestHistogramQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	// 100 observations: 50 <= 0.1, 40 in (0.1, 0.5], 9 in (0.5, 1], 1 above 2.
+	h := []Bucket{{0.1, 50}, {0.5, 90}, {1, 99}, {2, 99}, {inf, 100}}
+	cases := []struct {
+		q, want float64
+	}{
+		{0.5, 0.1},   // rank 50: top of the first bucket
+		{0.25, 0.05}, // rank 25: halfway through [0, 0.1]
+		{0.7, 0.3},   // rank 70: halfway through (0.1, 0.5]
+		{0.99, 1},    // rank 99: top of (0.5, 1]
+		{0.995, 2},   // rank 99.5: in +Inf, reported as the highest finite bound
+	}
+	for _, tc := range cases {
+		if got := HistogramQuantile(tc.q, h); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("HistogramQuantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := HistogramQuantile(0.99, []Bucket{{1, 0}, {inf, 0}}); !math.IsNaN(got) {
+		t.Errorf("quantile of an empty histogram = %v, want NaN", got)
+	}
+}
+
+func TestSubBuckets(t *testing.T) {
+	before := []Bucket{{0.1, 10}, {1, 20}, {math.Inf(1), 20}}
+	after := []Bucket{{0.1, 15}, {1, 40}, {math.Inf(1), 41}}
+	got := SubBuckets(after, before)
+	want := []Bucket{{0.1, 5}, {1, 20}, {math.Inf(1), 21}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("SubBuckets[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	// p99 of the window: rank 20.79 of 21 falls in +Inf -> 1.
+	if q := HistogramQuantile(0.99, got); q != 1 {
+		t.Errorf("p99 of the window = %v, want 1", q)
+	}
+}

@@ -1,0 +1,191 @@
+// Command benchplot draws the PNG plots of a k1m-bench results folder from
+// its CSV files. It is a module of its own so gonum/plot's dependencies
+// stay out of the Kubernetes build's module graph.
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchplot RESULTS-DIR")
+		os.Exit(2)
+	}
+	dir := os.Args[1]
+	plots := []struct {
+		csv  string
+		draw func(dir string, rows []map[string]string) error
+	}{
+		{"lease-flood.csv", leasePlots},
+		{"etcd-flood.csv", etcdPlot},
+		{"kwok.csv", kwokPlot},
+		{"watchcache.csv", watchCachePlot},
+	}
+	for _, p := range plots {
+		rows, err := readCSV(filepath.Join(dir, p.csv))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err == nil {
+			err = p.draw(dir, rows)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchplot: %s: %v\n", p.csv, err)
+			os.Exit(1)
+		}
+	}
+}
+
+func readCSV(path string) ([]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(records) == 0 {
+		return nil, err
+	}
+	var rows []map[string]string
+	for _, rec := range records[1:] {
+		row := map[string]string{}
+		for i, h := range records[0] {
+			row[h] = rec[i]
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// medians groups rows by key (in first-seen order) and takes the median of col.
+func medians(rows []map[string]string, key func(map[string]string) string, col string) ([]string, []float64) {
+	var order []string
+	vals := map[string][]float64{}
+	for _, r := range rows {
+		k := key(r)
+		v, err := strconv.ParseFloat(r[col], 64)
+		if err != nil {
+			continue
+		}
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = append(vals[k], v)
+	}
+	out := make([]float64, len(order))
+	for i, k := range order {
+		v := vals[k]
+		sort.Float64s(v)
+		if n := len(v); n%2 == 1 {
+			out[i] = v[n/2]
+		} else {
+			out[i] = (v[n/2-1] + v[n/2]) / 2
+		}
+	}
+	return order, out
+}
+
+func bars(dir, file, title, ylabel string, names []string, values []float64) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	b, err := plotter.NewBarChart(plotter.Values(values), vg.Points(40))
+	if err != nil {
+		return err
+	}
+	b.Color = color.RGBA{R: 50, G: 110, B: 190, A: 255}
+	p.Add(b)
+	p.NominalX(names...)
+	return p.Save(vg.Length(110*len(names)+160), 4*vg.Inch, filepath.Join(dir, file))
+}
+
+func leasePlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["variant"] }
+	for _, c := range []struct{ col, file, title, unit string }{
+		{"updates_per_s", "lease-flood-rate.png", "Lease flood through kube-apiserver: throughput", "Lease updates/s"},
+		{"p99_ms", "lease-flood-p99.png", "Lease flood: p99 update latency", "ms"},
+		{"apiserver_cpu_us_per_update", "lease-flood-cpu.png", "Lease flood: kube-apiserver CPU per update", "CPU-us/update"},
+	} {
+		names, vals := medians(rows, key, c.col)
+		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func etcdPlot(dir string, rows []map[string]string) error {
+	names, vals := medians(rows, func(r map[string]string) string { return r["mode"] }, "puts_per_s")
+	return bars(dir, "etcd-flood.png", "Lease-sized puts straight to etcd", "puts/s", names, vals)
+}
+
+func kwokPlot(dir string, rows []map[string]string) error {
+	p := plot.New()
+	p.Title.Text = "Simulated nodes (kwok): mutating-call p99"
+	p.X.Label.Text = "nodes"
+	p.Y.Label.Text = "p99 (ms); SLO 1000 ms"
+	var order []string
+	series := map[string]plotter.XYs{}
+	for _, r := range rows {
+		n, err1 := strconv.ParseFloat(r["nodes"], 64)
+		v, err2 := strconv.ParseFloat(r["mutating_p99_ms"], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if _, ok := series[r["variant"]]; !ok {
+			order = append(order, r["variant"])
+		}
+		series[r["variant"]] = append(series[r["variant"]], plotter.XY{X: n, Y: v})
+	}
+	var args []interface{}
+	for _, name := range order {
+		args = append(args, name, series[name])
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "kwok.png"))
+}
+
+func watchCachePlot(dir string, rows []map[string]string) error {
+	p := plot.New()
+	p.Title.Text = "Watch cache stores: ns/op (lower is better)"
+	p.Y.Label.Text = "ns/op (log)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	key := func(r map[string]string) string { return r["objects"] + " " + r["op"] }
+	var labels []string
+	for i, store := range []string{"hashmap", "btree"} {
+		var mine []map[string]string
+		for _, r := range rows {
+			if r["store"] == store {
+				mine = append(mine, r)
+			}
+		}
+		names, vals := medians(mine, key, "ns_per_op")
+		b, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(14))
+		if err != nil {
+			return err
+		}
+		b.Color = plotutil.Color(i)
+		b.Offset = vg.Points(float64(i*14 - 7))
+		p.Add(b)
+		p.Legend.Add(store, b)
+		labels = names
+	}
+	p.Legend.Top = true
+	p.NominalX(labels...)
+	return p.Save(vg.Length(60*len(labels)+150), 4*vg.Inch, filepath.Join(dir, "watchcache.png"))
+}

@@ -1,0 +1,219 @@
+// Package cli parses k1m-bench's command line: profiles of defaults
+// (quick for make bench, full for make bench-full) that single flags
+// override, checked before anything starts.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"k1m.dev/k1m/pkg/bench"
+	"k1m.dev/k1m/pkg/bench/etcdflood"
+	"k1m.dev/k1m/pkg/bench/kwoknodes"
+	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/etcd"
+)
+
+// Profile is a set of defaults.
+type Profile struct {
+	Rounds         int
+	Lease          leaseflood.Config
+	Etcd           etcdflood.Config
+	KwokSteps      []int
+	KwokHold       time.Duration
+	WatchBenchtime string
+	WatchCount     int
+}
+
+// Profiles: quick fits make bench's ~10 minutes on 2 cores; full repeats
+// more and ramps kwok further.
+var Profiles = map[string]Profile{
+	"quick": {
+		Rounds:         1,
+		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
+		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 3 * time.Second, Duration: 15 * time.Second},
+		KwokSteps:      []int{1000, 2000},
+		KwokHold:       30 * time.Second,
+		WatchBenchtime: "300ms",
+		WatchCount:     1,
+	},
+	"full": {
+		Rounds:         3,
+		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 10 * time.Second, Duration: 60 * time.Second},
+		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 5 * time.Second, Duration: 30 * time.Second},
+		KwokSteps:      []int{1000, 5000, 10000, 20000, 50000, 100000},
+		KwokHold:       60 * time.Second,
+		WatchBenchtime: "1s",
+		WatchCount:     5,
+	},
+}
+
+// Main runs a subcommand.
+func Main(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("want a subcommand: run (the benchmarks) or etcd (internal: one etcd member)")
+	}
+	// client-go logs every request cut short when a flood stops; the
+	// benchmark's own progress is what the user reads.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	switch args[0] {
+	case "run":
+		o, err := ParseRun(args[1:])
+		if err != nil {
+			return err
+		}
+		return bench.Run(ctx, o)
+	case "etcd":
+		return runEtcd(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown subcommand %q: want run or etcd", args[0])
+}
+
+// ParseRun parses and checks the flags of `k1m-bench run`.
+func ParseRun(args []string) (bench.Options, error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	profile := fs.String("profile", "quick", "defaults: quick (make bench) or full (make bench-full)")
+	results := fs.String("results", "", "results folder (default _output/bench/<UTC time>-<profile>)")
+	buildOut := fs.String("out", "_output", "where make build and make build-stock put the binaries")
+	scenarios := fs.String("scenarios", strings.Join(bench.Scenarios, ","), "comma-separated: "+strings.Join(bench.Scenarios, ","))
+	ablation := fs.Bool("ablation", true, "lease flood also on stock plus each k1m change alone")
+	rounds := fs.Int("rounds", 0, "alternating rounds per variant (profile default)")
+	leases := fs.Int("leases", 0, "Leases renewed in the lease flood (profile default)")
+	workers := fs.Int("workers", 0, "lease flood renewers (profile default)")
+	watchers := fs.Int("watchers", -1, "watches on the Leases (profile default)")
+	duration := fs.Duration("duration", 0, "measured window of each flood (profile default)")
+	warmup := fs.Duration("warmup", -1, "warm-up before each window (profile default)")
+	kwokSteps := fs.String("kwok-steps", "", "node counts of the kwok ramp, e.g. 1000,5000,10000 (profile default)")
+	kwokHold := fs.Duration("kwok-hold", 0, "measured window at each kwok step (profile default)")
+	longRenew := fs.Duration("long-renew", 30*time.Second, "renew interval of k1m's long-lease kwok column")
+	watchBenchtime := fs.String("watch-benchtime", "", "go test -benchtime of the watch cache benchmarks (profile default)")
+	if err := fs.Parse(args); err != nil {
+		return bench.Options{}, err
+	}
+	p, ok := Profiles[*profile]
+	if !ok {
+		return bench.Options{}, fmt.Errorf("--profile %q: want quick or full", *profile)
+	}
+	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, Lease: p.Lease, Etcd: p.Etcd,
+		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
+		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout}
+	override(&o.Rounds, *rounds)
+	override(&o.Lease.Leases, *leases)
+	override(&o.Lease.Workers, *workers)
+	if *watchers >= 0 {
+		o.Lease.Watchers = *watchers
+	}
+	if *duration > 0 {
+		o.Lease.Duration, o.Etcd.Duration = *duration, *duration
+	}
+	if *warmup >= 0 {
+		o.Lease.Warmup, o.Etcd.Warmup = *warmup, *warmup
+	}
+	if *kwokHold > 0 {
+		o.Kwok.Hold = *kwokHold
+	}
+	if *watchBenchtime != "" {
+		o.WatchBenchtime = *watchBenchtime
+	}
+	var errs []error
+	if *kwokSteps != "" {
+		steps, err := parseSteps(*kwokSteps)
+		errs = append(errs, err)
+		o.Kwok.Steps = steps
+	}
+	var err error
+	o.Scenarios, err = parseScenarios(*scenarios)
+	errs = append(errs, err)
+	if o.Rounds < 1 {
+		errs = append(errs, fmt.Errorf("--rounds %d: want at least 1", o.Rounds))
+	}
+	if *longRenew < time.Second || *longRenew%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 30s", *longRenew))
+	}
+	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	if *results == "" {
+		*results = filepath.Join(*buildOut, "bench", time.Now().UTC().Format("20060102-150405")+"-"+*profile)
+	}
+	o.Results = *results
+	self, err := os.Executable()
+	o.Self = self
+	return o, err
+}
+
+func override(dst *int, v int) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+func parseSteps(s string) ([]int, error) {
+	var steps []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || (len(steps) > 0 && n <= steps[len(steps)-1]) {
+			return nil, fmt.Errorf("--kwok-steps %q: want ascending positive node counts, e.g. 1000,5000,10000", s)
+		}
+		steps = append(steps, n)
+	}
+	return steps, nil
+}
+
+func parseScenarios(s string) ([]string, error) {
+	known := map[string]bool{}
+	for _, k := range bench.Scenarios {
+		known[k] = true
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !known[f] {
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", f, strings.Join(bench.Scenarios, ","))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// runEtcd is one etcd member in the foreground until SIGTERM.
+func runEtcd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	m := etcd.Member{Host: "::1"}
+	fs.StringVar(&m.Name, "name", "etcd", "member name")
+	fs.StringVar(&m.DataDir, "data-dir", "", "data directory")
+	fs.IntVar(&m.Port, "port", 2379, "client port (peer: port+1)")
+	fs.BoolVar(&m.NoFsync, "unsafe-no-fsync", false, "skip fsync")
+	fs.StringVar(&m.TLS.CAFile, "ca", "", "client CA")
+	fs.StringVar(&m.TLS.CertFile, "cert", "", "serving certificate")
+	fs.StringVar(&m.TLS.KeyFile, "key", "", "serving key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if m.DataDir == "" {
+		return errors.New("--data-dir is empty: want a directory")
+	}
+	r, err := etcd.Start(ctx, m)
+	if err != nil {
+		return err
+	}
+	defer r.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-r.Err():
+		return err
+	}
+}

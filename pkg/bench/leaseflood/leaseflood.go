@@ -1,0 +1,286 @@
+// Package leaseflood renews many Leases through kube-apiserver the way
+// kubelets do (Update carrying the last resourceVersion, closed loop) while
+// watchers follow them, and measures rate, latency and what the server
+// spent per update.
+package leaseflood
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"k1m.dev/k1m/pkg/bench/proc"
+	"k1m.dev/k1m/pkg/bench/stats"
+)
+
+// Namespace of node Leases.
+const Namespace = "kube-node-lease"
+
+// Config of one flood.
+type Config struct {
+	Leases   int           // Lease objects renewed
+	Workers  int           // concurrent renewers, each owning Leases/Workers objects
+	Watchers int           // watches on the Leases, as controllers hold
+	Warmup   time.Duration // renewing before measuring
+	Duration time.Duration // the measured window
+}
+
+// Validate names the flag at fault.
+func (c Config) Validate() error {
+	switch {
+	case c.Leases < 1:
+		return fmt.Errorf("--leases %d: want at least 1, e.g. 10000", c.Leases)
+	case c.Workers < 1 || c.Workers > c.Leases:
+		return fmt.Errorf("--workers %d: want 1 to --leases (%d), e.g. 64", c.Workers, c.Leases)
+	case c.Watchers < 0:
+		return fmt.Errorf("--watchers %d: want 0 or more, e.g. 8", c.Watchers)
+	case c.Duration <= 0 || c.Warmup < 0:
+		return fmt.Errorf("--duration %v / --warmup %v: want a positive duration and a warm-up >= 0, e.g. 30s and 10s", c.Duration, c.Warmup)
+	}
+	return nil
+}
+
+// Result of one flood against one variant.
+type Result struct {
+	Updates, Conflicts, Errors int64
+	Elapsed                    time.Duration
+	Rate                       float64 // updates/s
+	WatchEventRate             float64 // events/s received per watcher
+	Latency                    stats.Latency
+	APIServer, Etcd            proc.Usage // over the window (etcd: all members)
+}
+
+// Servers are the processes whose cost is attributed to the updates.
+type Servers struct {
+	APIServer *proc.Process
+	Etcd      []*proc.Process
+}
+
+// Run creates the Leases, starts watchers and workers, warms up, measures
+// for cfg.Duration and stops.
+func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	leases, err := createLeases(ctx, restCfg, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var measuring atomic.Bool
+	var watchEvents atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Watchers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watch(ctx, restCfg, &measuring, &watchEvents)
+		}()
+	}
+	workers := make([]*worker, cfg.Workers)
+	for i := range workers {
+		client, err := kubernetes.NewForConfig(restCfg) // one connection each, like kubelets
+		if err != nil {
+			return Result{}, err
+		}
+		workers[i] = &worker{client: client.CoordinationV1().Leases(Namespace)}
+	}
+	for i, l := range leases {
+		w := workers[i%len(workers)]
+		w.leases = append(w.leases, l)
+	}
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, &measuring)
+		}()
+	}
+
+	sleep(ctx, cfg.Warmup)
+	before, err := usage(servers)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	measuring.Store(true)
+	sleep(ctx, cfg.Duration)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	after, err := usage(servers)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return Result{}, err
+	}
+	if ctx.Err() != nil && elapsed < cfg.Duration {
+		return Result{}, ctx.Err()
+	}
+	return summarize(workers, elapsed, watchEvents.Load(), cfg.Watchers, before, after), nil
+}
+
+func summarize(workers []*worker, elapsed time.Duration, events int64, watchers int, before, after [2]proc.Usage) Result {
+	r := Result{Elapsed: elapsed, APIServer: after[0].Sub(before[0]), Etcd: after[1].Sub(before[1])}
+	var latencies []time.Duration
+	for _, w := range workers {
+		r.Updates += int64(len(w.latencies))
+		r.Conflicts += w.conflicts
+		r.Errors += w.errors
+		latencies = append(latencies, w.latencies...)
+	}
+	r.Rate = stats.Rate(r.Updates, elapsed)
+	if watchers > 0 {
+		r.WatchEventRate = stats.Rate(events, elapsed) / float64(watchers)
+	}
+	r.Latency = stats.Summarize(latencies)
+	return r
+}
+
+// usage reads [apiserver, sum of etcd members].
+func usage(s Servers) ([2]proc.Usage, error) {
+	var out [2]proc.Usage
+	a, err := s.APIServer.Usage()
+	if err != nil {
+		return out, err
+	}
+	out[0] = a
+	for _, p := range s.Etcd {
+		u, err := p.Usage()
+		if err != nil {
+			return out, err
+		}
+		out[1].CPU += u.CPU
+		out[1].RSS += u.RSS
+		out[1].PeakRSS += u.PeakRSS
+		out[1].GCCPU += u.GCCPU
+		out[1].GCs += u.GCs
+	}
+	return out, nil
+}
+
+type worker struct {
+	client interface {
+		Update(context.Context, *coordinationv1.Lease, metav1.UpdateOptions) (*coordinationv1.Lease, error)
+		Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
+	}
+	leases            []*coordinationv1.Lease
+	latencies         []time.Duration
+	conflicts, errors int64
+}
+
+// run renews its Leases in turn until ctx ends, as a kubelet renews its
+// one: set renewTime, Update with the object (and resourceVersion) the last
+// call returned.
+func (w *worker) run(ctx context.Context, measuring *atomic.Bool) {
+	for i := 0; ctx.Err() == nil; i = (i + 1) % len(w.leases) {
+		lease := w.leases[i]
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		start := time.Now()
+		updated, err := w.client.Update(ctx, lease, metav1.UpdateOptions{})
+		took := time.Since(start)
+		if ctx.Err() != nil {
+			return
+		}
+		on := measuring.Load()
+		switch {
+		case err == nil:
+			w.leases[i] = updated
+			if on {
+				w.latencies = append(w.latencies, took)
+			}
+		case apierrors.IsConflict(err):
+			if on {
+				w.conflicts++
+			}
+			if fresh, err := w.client.Get(ctx, lease.Name, metav1.GetOptions{}); err == nil {
+				w.leases[i] = fresh
+			}
+		default:
+			if on {
+				w.errors++
+			}
+		}
+	}
+}
+
+func watch(ctx context.Context, cfg *rest.Config, measuring *atomic.Bool, events *atomic.Int64) {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		w, err := client.CoordinationV1().Leases(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: "0", AllowWatchBookmarks: true})
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		for range w.ResultChan() {
+			if measuring.Load() {
+				events.Add(1)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// createLeases makes cfg.Leases node Leases (or takes the existing ones).
+func createLeases(ctx context.Context, cfg *rest.Config, c Config) ([]*coordinationv1.Lease, error) {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	leases := make([]*coordinationv1.Lease, c.Leases)
+	errs := make(chan error, c.Workers)
+	var next atomic.Int64
+	for w := 0; w < c.Workers; w++ {
+		go func() {
+			for i := int(next.Add(1) - 1); i < c.Leases; i = int(next.Add(1) - 1) {
+				l, err := createLease(ctx, client, fmt.Sprintf("node-%07d", i))
+				if err != nil {
+					errs <- err
+					return
+				}
+				leases[i] = l
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < c.Workers; w++ {
+		if err := <-errs; err != nil {
+			return nil, fmt.Errorf("creating Leases: %w", err)
+		}
+	}
+	return leases, nil
+}
+
+func createLease(ctx context.Context, client kubernetes.Interface, name string) (*coordinationv1.Lease, error) {
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
+			AcquireTime: &now, RenewTime: &now},
+	}
+	created, err := client.CoordinationV1().Leases(Namespace).Create(ctx, lease, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return client.CoordinationV1().Leases(Namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return created, err
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

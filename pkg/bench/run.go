@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k1m.dev/k1m/pkg/bench/controlplane"
+	"k1m.dev/k1m/pkg/bench/etcdflood"
+	"k1m.dev/k1m/pkg/bench/kwoknodes"
+	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/proc"
+	"k1m.dev/k1m/pkg/bench/watchcache"
+)
+
+// Scenario names, in the order a run takes them.
+var Scenarios = []string{"lease", "etcd", "kwok", "watchcache"}
+
+// Options of a run.
+type Options struct {
+	Results   string // results folder
+	BuildOut  string // where make build / make build-stock put the binaries
+	Self      string // this binary (etcd runs as `Self etcd`)
+	Scenarios []string
+	Rounds    int  // alternating rounds of every variant
+	Ablation  bool // lease flood also on each single change over stock
+
+	Lease leaseflood.Config
+	Etcd  etcdflood.Config
+	Kwok  kwoknodes.Config
+	// LongRenew is the renew interval of k1m's long-lease kwok column.
+	LongRenew time.Duration
+
+	WatchBenchtime string
+	WatchCount     int
+
+	Progress io.Writer
+}
+
+// Run runs the chosen scenarios and writes the results folder.
+func Run(ctx context.Context, o Options) error {
+	variants, err := Variants(o.BuildOut)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Results, 0o755); err != nil {
+		return err
+	}
+	rep := &Report{Dir: o.Results, Machine: DescribeMachine(), Started: time.Now().UTC()}
+	for _, s := range o.Scenarios {
+		start := time.Now()
+		fmt.Fprintf(o.Progress, "== scenario %s\n", s)
+		switch s {
+		case "lease":
+			err = runLease(ctx, o, variants, rep)
+		case "etcd":
+			err = runEtcd(ctx, o, rep)
+		case "kwok":
+			err = runKwok(ctx, o, variants, rep)
+		case "watchcache":
+			err = runWatchCache(ctx, o, rep)
+		default:
+			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
+		}
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s, err)
+		}
+		fmt.Fprintf(o.Progress, "== scenario %s done in %v\n", s, time.Since(start).Round(time.Second))
+	}
+	rep.Finished = time.Now().UTC()
+	return rep.Write(o.Progress)
+}
+
+// order alternates the variants: forward on even rounds, backward on odd
+// ones, so drift over the run (heat, page cache) hits both sides alike.
+func order(names []string, round int) []string {
+	out := append([]string(nil), names...)
+	if round%2 == 1 {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
+func runLease(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
+	names := []string{Stock, K1m}
+	if o.Ablation {
+		names = append(names, StockHashmap, StockGoTuning, StockNoFsync)
+	}
+	for round := 0; round < o.Rounds; round++ {
+		for _, name := range order(names, round) {
+			v := variants[name]
+			fmt.Fprintf(o.Progress, "lease flood, round %d/%d, %s: %d Leases, %d workers, %d watchers, %v warm-up + %v\n",
+				round+1, o.Rounds, name, o.Lease.Leases, o.Lease.Workers, o.Lease.Watchers, o.Lease.Warmup, o.Lease.Duration)
+			dir := filepath.Join(o.Results, "runs", fmt.Sprintf("lease-%s-%d", name, round+1))
+			cp, err := controlplane.Start(ctx, v, controlplane.Options{Dir: dir, Self: o.Self})
+			if err != nil {
+				return err
+			}
+			servers := leaseflood.Servers{APIServer: cp.APIServer, Etcd: []*proc.Process{cp.Etcd}}
+			if cp.Ephemeral != nil {
+				servers.Etcd = append(servers.Etcd, cp.Ephemeral)
+			}
+			res, err := leaseflood.Run(ctx, cp.Config, servers, o.Lease)
+			cp.Stop()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			row := LeaseRow{Variant: name, Round: round + 1, Result: res}
+			fmt.Fprintf(o.Progress, "  %s\n", row.Line())
+			rep.Lease = append(rep.Lease, row)
+			os.RemoveAll(filepath.Join(dir, "etcd"))
+			os.RemoveAll(filepath.Join(dir, "etcd-ephemeral"))
+		}
+	}
+	return nil
+}
+
+func runEtcd(ctx context.Context, o Options, rep *Report) error {
+	modes := []string{"fsync", "no-fsync"}
+	for round := 0; round < o.Rounds; round++ {
+		for _, mode := range order(modes, round) {
+			fmt.Fprintf(o.Progress, "etcd flood, round %d/%d, %s: %d keys, %d workers over %d clients, %v warm-up + %v\n",
+				round+1, o.Rounds, mode, o.Etcd.Keys, o.Etcd.Workers, o.Etcd.Clients, o.Etcd.Warmup, o.Etcd.Duration)
+			dir := filepath.Join(o.Results, "runs", fmt.Sprintf("etcd-%s-%d", mode, round+1))
+			member, tls, err := controlplane.StartEtcd(ctx, controlplane.Options{Dir: dir, Self: o.Self}, nil, mode == "no-fsync")
+			if err != nil {
+				return err
+			}
+			res, err := etcdflood.Run(ctx, controlplane.EtcdURL(controlplane.DurableEtcdPort), etcdflood.TLS(tls), member, o.Etcd)
+			member.Stop()
+			os.RemoveAll(filepath.Join(dir, "etcd"))
+			if err != nil {
+				return fmt.Errorf("%s: %w", mode, err)
+			}
+			row := EtcdRow{Mode: mode, Round: round + 1, Result: res}
+			fmt.Fprintf(o.Progress, "  %s\n", row.Line())
+			rep.Etcd = append(rep.Etcd, row)
+		}
+	}
+	return nil
+}
+
+// kwokColumns: stock and k1m at upstream's 10 s, and k1m with the long
+// renew profile (controller-manager timings derived the same way k1m
+// server derives them).
+func kwokColumns(variants map[string]controlplane.Variant, long time.Duration) []kwokColumn {
+	withLease := func(v controlplane.Variant, renew time.Duration, name string, k1mFlags bool) kwokColumn {
+		v.Name = name
+		lease, grace := 4*renew, 5*renew
+		if k1mFlags { // patch 0003's flag; stock only has the grace period
+			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+lease.String())
+		}
+		v.ControllerArgs = append(v.ControllerArgs, "--node-monitor-grace-period="+grace.String())
+		return kwokColumn{variant: v, renew: renew}
+	}
+	return []kwokColumn{
+		withLease(variants[Stock], 10*time.Second, "stock-10s", false),
+		withLease(variants[K1m], 10*time.Second, "k1m-10s", true),
+		withLease(variants[K1m], long, "k1m-"+long.String(), true),
+	}
+}
+
+type kwokColumn struct {
+	variant controlplane.Variant
+	renew   time.Duration
+}
+
+func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
+	kwokBin, moduleDir, err := EnsureKwok(ctx, o.BuildOut, o.Progress)
+	if err != nil {
+		return err
+	}
+	stages := filepath.Join(o.Results, "kwok-stages.yaml")
+	if err := kwoknodes.WriteStages(moduleDir, stages); err != nil {
+		return err
+	}
+	for _, col := range kwokColumns(variants, o.LongRenew) {
+		name := col.variant.Name
+		dir := filepath.Join(o.Results, "runs", "kwok-"+name)
+		cp, err := controlplane.Start(ctx, col.variant, controlplane.Options{Dir: dir, Self: o.Self, ControllerManager: true})
+		if err != nil {
+			return err
+		}
+		cfg := o.Kwok
+		cfg.Kwok, cfg.Stages, cfg.RenewInterval = kwokBin, stages, col.renew
+		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("kwok %s: ", name)
+		res, err := kwoknodes.Run(ctx, cp, dir, cfg)
+		cp.Stop()
+		os.RemoveAll(filepath.Join(dir, "etcd"))
+		os.RemoveAll(filepath.Join(dir, "etcd-ephemeral"))
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Kwok = append(rep.Kwok, KwokColumn{Name: name, Renew: col.renew, Result: res})
+	}
+	return nil
+}
+
+func runWatchCache(ctx context.Context, o Options, rep *Report) error {
+	log, err := os.Create(filepath.Join(o.Results, "watchcache-bench.txt"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	fmt.Fprintf(o.Progress, "watch cache stores: go test -bench %s, benchtime %s, count %d (output in %s)\n",
+		watchcache.Benchmark, o.WatchBenchtime, o.WatchCount, log.Name())
+	res, err := watchcache.Run(ctx, o.BuildOut, o.WatchBenchtime, o.WatchCount, io.MultiWriter(log, lineProgress(o.Progress)))
+	if err != nil {
+		return err
+	}
+	rep.WatchCache = res
+	return nil
+}
