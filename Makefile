@@ -60,7 +60,7 @@ BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1
 bench: deps-build build build-stock ## stock 1.32.5 vs k1m side by side, ~10 min (docs/performance.md); results in $(OUT)/bench
 	$(BENCH) --profile quick $(BENCH_ARGS)
 
-bench-full: deps-build build build-stock ## the same with more rounds, longer windows and a kwok ramp to 100k nodes
+bench-full: deps-build build build-stock ## the same with more rounds, longer windows and a kwok ramp up to 100k nodes
 	$(BENCH) --profile full $(BENCH_ARGS)
 
 clean: ## remove generated trees and binaries

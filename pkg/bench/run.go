@@ -189,6 +189,9 @@ func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Va
 		}
 		cfg := o.Kwok
 		cfg.Kwok, cfg.Stages, cfg.RenewInterval = kwokBin, stages, col.renew
+		// Every node must renew at least twice inside a window, whatever
+		// its interval, or the window sees too few Lease writes.
+		cfg.Hold = max(cfg.Hold, 2*col.renew)
 		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("kwok %s: ", name)
 		res, err := kwoknodes.Run(ctx, cp, dir, cfg)
 		cp.Stop()
