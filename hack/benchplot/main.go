@@ -160,32 +160,24 @@ func kwokPlot(dir string, rows []map[string]string) error {
 }
 
 func watchCachePlot(dir string, rows []map[string]string) error {
-	p := plot.New()
-	p.Title.Text = "Watch cache stores: ns/op (lower is better)"
-	p.Y.Label.Text = "ns/op (log)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	key := func(r map[string]string) string { return r["objects"] + " " + r["op"] }
-	var labels []string
-	for i, store := range []string{"hashmap", "btree"} {
+	split := func(store string) ([]string, []float64) {
 		var mine []map[string]string
 		for _, r := range rows {
 			if r["store"] == store {
 				mine = append(mine, r)
 			}
 		}
-		names, vals := medians(mine, key, "ns_per_op")
-		b, err := plotter.NewBarChart(plotter.Values(vals), vg.Points(14))
-		if err != nil {
-			return err
-		}
-		b.Color = plotutil.Color(i)
-		b.Offset = vg.Points(float64(i*14 - 7))
-		p.Add(b)
-		p.Legend.Add(store, b)
-		labels = names
+		return medians(mine, key, "ns_per_op")
 	}
-	p.Legend.Top = true
-	p.NominalX(labels...)
-	return p.Save(vg.Length(60*len(labels)+150), 4*vg.Inch, filepath.Join(dir, "watchcache.png"))
+	names, hashmap := split("hashmap")
+	btreeNames, btree := split("btree")
+	if len(names) != len(btreeNames) {
+		return fmt.Errorf("hashmap and btree results do not pair up: %v vs %v", names, btreeNames)
+	}
+	ratios := make([]float64, len(names))
+	for i := range names {
+		ratios[i] = hashmap[i] / btree[i]
+	}
+	return bars(dir, "watchcache.png", "Watch cache: hashmap time / B-tree time (below 1: hashmap faster)", "ratio", names, ratios)
 }

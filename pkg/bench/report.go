@@ -41,10 +41,14 @@ type Machine struct {
 	Kernel    string
 	Go        string
 	Commit    string
+	// FsyncP50us is the median time of a 4 KiB write + fsync in the results
+	// folder: what a durable etcd commit pays on this disk at least.
+	FsyncP50us float64
 }
 
-// DescribeMachine reads this machine's description.
-func DescribeMachine() Machine {
+// DescribeMachine reads this machine's description; dir is where the
+// benchmark's etcd data lives (for the fsync figure).
+func DescribeMachine(dir string) Machine {
 	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
 	if total, err := memTotal(); err == nil {
 		m.MemoryGiB = math.Round(float64(total)/(1<<30)*10) / 10
@@ -55,7 +59,33 @@ func DescribeMachine() Machine {
 	if b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(b))
 	}
+	if d, err := fsyncLatency(dir, 200); err == nil {
+		m.FsyncP50us = float64(d) / float64(time.Microsecond)
+	}
 	return m
+}
+
+// fsyncLatency is the median of n (4 KiB write, fsync) pairs in dir.
+func fsyncLatency(dir string, n int) (time.Duration, error) {
+	f, err := os.CreateTemp(dir, "fsync-probe-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	block := make([]byte, 4096)
+	samples := make([]time.Duration, n)
+	for i := range samples {
+		start := time.Now()
+		if _, err := f.WriteAt(block, int64(i%64)*4096); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		samples[i] = time.Since(start)
+	}
+	return stats.Percentile(samples, 50), nil
 }
 
 // LeaseRow is one lease flood.
@@ -254,8 +284,8 @@ func medianOf[R any](rows []R, key func(R) string, want string, metric func(R) f
 func (rep *Report) Summary() string {
 	var b strings.Builder
 	m := rep.Machine
-	fmt.Fprintf(&b, "# k1m benchmark summary\n\nmachine: %d cores, %.1f GiB, Linux %s, %s, commit %s; %s to %s\n",
-		m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.Commit, rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339))
+	fmt.Fprintf(&b, "# k1m benchmark summary\n\nmachine: %d cores, %.1f GiB, Linux %s, %s, 4 KiB write+fsync p50 %.0f us, commit %s; %s to %s\n",
+		m.Cores, m.MemoryGiB, m.Kernel, m.Go, m.FsyncP50us, m.Commit, rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339))
 	if len(rep.Lease) > 0 {
 		b.WriteString("\n## Lease flood through kube-apiserver (median of rounds; ratio = variant / stock)\n\n")
 		variants := uniq(rep.Lease, func(r LeaseRow) string { return r.Variant })

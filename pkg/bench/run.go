@@ -50,7 +50,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(o.Results, 0o755); err != nil {
 		return err
 	}
-	rep := &Report{Dir: o.Results, Machine: DescribeMachine(), Started: time.Now().UTC()}
+	rep := &Report{Dir: o.Results, Machine: DescribeMachine(o.Results), Started: time.Now().UTC()}
 	for _, s := range o.Scenarios {
 		start := time.Now()
 		fmt.Fprintf(o.Progress, "== scenario %s\n", s)

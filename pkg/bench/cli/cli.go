@@ -8,13 +8,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/bench"
@@ -65,8 +65,7 @@ func Main(ctx context.Context, args []string) error {
 	}
 	// client-go logs every request cut short when a flood stops; the
 	// benchmark's own progress is what the user reads.
-	klog.SetOutput(io.Discard)
-	klog.LogToStderr(false)
+	klog.SetLogger(logr.Discard())
 	switch args[0] {
 	case "run":
 		o, err := ParseRun(args[1:])
