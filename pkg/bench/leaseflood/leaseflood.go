@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	watchapi "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -214,19 +215,41 @@ func (w *worker) run(ctx context.Context, measuring *atomic.Bool) {
 	}
 }
 
+// watch follows the Leases like a controller's informer does, counting the
+// renewals (MODIFIED events) it receives. It resumes from the last
+// resourceVersion seen, so a reconnect does not replay every Lease.
 func watch(ctx context.Context, cfg *rest.Config, measuring *atomic.Bool, events *atomic.Int64) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0 // a client timeout would cut the watch every 30 s
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return
 	}
+	rv := ""
 	for ctx.Err() == nil {
-		w, err := client.CoordinationV1().Leases(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: "0", AllowWatchBookmarks: true})
+		if rv == "" {
+			list, err := client.CoordinationV1().Leases(Namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				sleep(ctx, time.Second)
+				continue
+			}
+			rv = list.ResourceVersion
+		}
+		w, err := client.CoordinationV1().Leases(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
+			rv = ""
 			sleep(ctx, time.Second)
 			continue
 		}
-		for range w.ResultChan() {
-			if measuring.Load() {
+		for ev := range w.ResultChan() {
+			if lease, ok := ev.Object.(*coordinationv1.Lease); ok {
+				rv = lease.ResourceVersion
+			}
+			if ev.Type == watchapi.Error {
+				rv = "" // expired: list again
+				break
+			}
+			if ev.Type == watchapi.Modified && measuring.Load() {
 				events.Add(1)
 			}
 		}
