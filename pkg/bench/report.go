@@ -176,8 +176,21 @@ func fmtFloat(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// Write writes the CSV files, report.json, summary.md and the plots.
+// Write writes the data files and the plots, and prints the summary.
 func (rep *Report) Write(progress io.Writer) error {
+	if err := rep.writeData(); err != nil {
+		return err
+	}
+	fmt.Fprint(progress, "\n"+rep.Summary())
+	if err := Plot(rep.Dir, progress); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "\nresults: %s (CSV, report.json, summary.md, *.png)\n", rep.Dir)
+	return nil
+}
+
+// writeData writes the CSV files, report.json and summary.md.
+func (rep *Report) writeData() error {
 	if err := rep.writeCSVs(); err != nil {
 		return err
 	}
@@ -188,16 +201,7 @@ func (rep *Report) Write(progress io.Writer) error {
 	if err := os.WriteFile(filepath.Join(rep.Dir, "report.json"), data, 0o644); err != nil {
 		return err
 	}
-	summary := rep.Summary()
-	if err := os.WriteFile(filepath.Join(rep.Dir, "summary.md"), []byte(summary), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprint(progress, "\n"+summary)
-	if err := Plot(rep.Dir, progress); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "\nresults: %s (CSV, report.json, summary.md, *.png)\n", rep.Dir)
-	return nil
+	return os.WriteFile(filepath.Join(rep.Dir, "summary.md"), []byte(rep.Summary()), 0o644)
 }
 
 func (rep *Report) writeCSVs() error {

@@ -70,8 +70,12 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("scenario %s: %w", s, err)
 		}
 		fmt.Fprintf(o.Progress, "== scenario %s done in %v\n", s, time.Since(start).Round(time.Second))
+		// Raw data so far is kept even if a later scenario fails or is stopped.
+		rep.Finished = time.Now().UTC()
+		if err := rep.writeData(); err != nil {
+			return err
+		}
 	}
-	rep.Finished = time.Now().UTC()
 	return rep.Write(o.Progress)
 }
 

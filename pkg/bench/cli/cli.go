@@ -42,7 +42,7 @@ var Profiles = map[string]Profile{
 		Rounds:         1,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
 		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 3 * time.Second, Duration: 15 * time.Second},
-		KwokSteps:      []int{1000, 3000},
+		KwokSteps:      []int{1000, 2500, 5000},
 		KwokHold:       30 * time.Second,
 		WatchBenchtime: "300ms",
 		WatchCount:     1,
