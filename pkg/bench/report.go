@@ -397,16 +397,31 @@ func ratioText(r float64) string {
 	return fmt.Sprintf("x%.2f", r)
 }
 
-// lineProgress passes only benchmark result lines to w.
-func lineProgress(w io.Writer) io.Writer {
+// lineProgress passes only benchmark result lines to w; Close waits
+// until every line written has been passed on.
+func lineProgress(w io.Writer) io.WriteCloser {
 	pr, pw := io.Pipe()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), watchcache.Benchmark) {
 				fmt.Fprintln(w, "  "+sc.Text())
 			}
 		}
+		io.Copy(io.Discard, pr)
 	}()
-	return pw
+	return &progressPipe{pw, done}
+}
+
+type progressPipe struct {
+	*io.PipeWriter
+	done chan struct{}
+}
+
+func (p *progressPipe) Close() error {
+	err := p.PipeWriter.Close()
+	<-p.done
+	return err
 }

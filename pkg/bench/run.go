@@ -13,8 +13,8 @@ import (
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
-	"k1m.dev/k1m/pkg/bench/proc"
 	"k1m.dev/k1m/pkg/bench/watchcache"
+	"k1m.dev/k1m/pkg/config"
 )
 
 // Scenario names, in the order a run takes them.
@@ -106,20 +106,15 @@ func runLease(ctx context.Context, o Options, variants map[string]controlplane.V
 			if err != nil {
 				return err
 			}
-			servers := leaseflood.Servers{APIServer: cp.APIServer, Etcd: []*proc.Process{cp.Etcd}}
-			if cp.Ephemeral != nil {
-				servers.Etcd = append(servers.Etcd, cp.Ephemeral)
-			}
+			servers := leaseflood.Servers{APIServer: cp.APIServer, Etcd: cp.EtcdMembers()}
 			res, err := leaseflood.Run(ctx, cp.Config, servers, o.Lease)
-			cp.Stop()
+			cp.Discard()
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			row := LeaseRow{Variant: name, Round: round + 1, Result: res}
 			fmt.Fprintf(o.Progress, "  %s\n", row.Line())
 			rep.Lease = append(rep.Lease, row)
-			os.RemoveAll(filepath.Join(dir, "etcd"))
-			os.RemoveAll(filepath.Join(dir, "etcd-ephemeral"))
 		}
 	}
 	return nil
@@ -138,7 +133,7 @@ func runEtcd(ctx context.Context, o Options, rep *Report) error {
 			}
 			res, err := etcdflood.Run(ctx, controlplane.EtcdURL(controlplane.DurableEtcdPort), etcdflood.TLS(tls), member, o.Etcd)
 			member.Stop()
-			os.RemoveAll(filepath.Join(dir, "etcd"))
+			controlplane.DropEtcdData(dir)
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
@@ -151,23 +146,39 @@ func runEtcd(ctx context.Context, o Options, rep *Report) error {
 }
 
 // kwokColumns: stock and k1m at upstream's 10 s, and k1m with the long
-// renew profile (controller-manager timings derived the same way k1m
-// server derives them).
-func kwokColumns(variants map[string]controlplane.Variant, long time.Duration) []kwokColumn {
-	withLease := func(v controlplane.Variant, renew time.Duration, name string, k1mFlags bool) kwokColumn {
-		v.Name = name
-		lease, grace := 4*renew, 5*renew
-		if k1mFlags { // patch 0003's flag; stock only has the grace period
-			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+lease.String())
+// renew profile (controller-manager timings from config.LeaseProfileFor,
+// as k1m server derives them).
+func kwokColumns(variants map[string]controlplane.Variant, long time.Duration) ([]kwokColumn, error) {
+	withLease := func(v controlplane.Variant, renew time.Duration, name string, k1mFlags bool) (kwokColumn, error) {
+		profile, err := config.LeaseProfileFor(renew)
+		if err != nil {
+			return kwokColumn{}, err
 		}
-		v.ControllerArgs = append(v.ControllerArgs, "--node-monitor-grace-period="+grace.String())
-		return kwokColumn{variant: v, renew: renew}
+		v.Name = name
+		if k1mFlags { // patch 0003's flag; stock only has the grace period
+			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+profile.LeaseDuration.String())
+		}
+		v.ControllerArgs = append(v.ControllerArgs, "--node-monitor-grace-period="+profile.GracePeriod.String())
+		return kwokColumn{variant: v, renew: renew}, nil
 	}
-	return []kwokColumn{
-		withLease(variants[Stock], 10*time.Second, "stock-10s", false),
-		withLease(variants[K1m], 10*time.Second, "k1m-10s", true),
-		withLease(variants[K1m], long, "k1m-"+long.String(), true),
+	var cols []kwokColumn
+	for _, c := range []struct {
+		base    string
+		renew   time.Duration
+		name    string
+		k1mFlag bool
+	}{
+		{Stock, config.DefaultRenewInterval, "stock-10s", false},
+		{K1m, config.DefaultRenewInterval, "k1m-10s", true},
+		{K1m, long, "k1m-" + long.String(), true},
+	} {
+		col, err := withLease(variants[c.base], c.renew, c.name, c.k1mFlag)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, col)
 	}
+	return cols, nil
 }
 
 type kwokColumn struct {
@@ -184,7 +195,11 @@ func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Va
 	if err := kwoknodes.WriteStages(moduleDir, stages); err != nil {
 		return err
 	}
-	for _, col := range kwokColumns(variants, o.LongRenew) {
+	cols, err := kwokColumns(variants, o.LongRenew)
+	if err != nil {
+		return err
+	}
+	for _, col := range cols {
 		name := col.variant.Name
 		dir := filepath.Join(o.Results, "runs", "kwok-"+name)
 		cp, err := controlplane.Start(ctx, col.variant, controlplane.Options{Dir: dir, Self: o.Self, ControllerManager: true})
@@ -198,9 +213,7 @@ func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Va
 		cfg.Hold = max(cfg.Hold, 2*col.renew)
 		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("kwok %s: ", name)
 		res, err := kwoknodes.Run(ctx, cp, dir, cfg)
-		cp.Stop()
-		os.RemoveAll(filepath.Join(dir, "etcd"))
-		os.RemoveAll(filepath.Join(dir, "etcd-ephemeral"))
+		cp.Discard()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -217,7 +230,9 @@ func runWatchCache(ctx context.Context, o Options, rep *Report) error {
 	defer log.Close()
 	fmt.Fprintf(o.Progress, "watch cache stores: go test -bench %s, benchtime %s, count %d (output in %s)\n",
 		watchcache.Benchmark, o.WatchBenchtime, o.WatchCount, log.Name())
-	res, err := watchcache.Run(ctx, o.BuildOut, o.WatchBenchtime, o.WatchCount, io.MultiWriter(log, lineProgress(o.Progress)))
+	progress := lineProgress(o.Progress)
+	res, err := watchcache.Run(ctx, o.BuildOut, o.WatchBenchtime, o.WatchCount, io.MultiWriter(log, progress))
+	progress.Close()
 	if err != nil {
 		return err
 	}

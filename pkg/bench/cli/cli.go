@@ -69,6 +69,9 @@ func Main(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "run":
 		o, err := ParseRun(args[1:])
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the flag package printed the usage
+		}
 		if err != nil {
 			return err
 		}

@@ -67,6 +67,7 @@ type ControlPlane struct {
 	Config     *rest.Config  // admin client, no client-side rate limit, protobuf
 	Kubeconfig string
 	EtcdTLS    EtcdTLS
+	dir        string
 }
 
 // EtcdTLS are the files a client of the benchmark's etcd uses.
@@ -81,6 +82,28 @@ func (cp *ControlPlane) Processes() []*proc.Process {
 		}
 	}
 	return out
+}
+
+// EtcdMembers lists the running etcd processes (durable, then ephemeral).
+func (cp *ControlPlane) EtcdMembers() []*proc.Process {
+	if cp.Ephemeral == nil {
+		return []*proc.Process{cp.Etcd}
+	}
+	return []*proc.Process{cp.Etcd, cp.Ephemeral}
+}
+
+// Discard stops every process and removes the etcd data, keeping the logs.
+func (cp *ControlPlane) Discard() {
+	cp.Stop()
+	DropEtcdData(cp.dir)
+}
+
+// DropEtcdData removes the etcd data directories under a control plane's
+// work directory: gigabytes after a flood, worthless once measured.
+func DropEtcdData(dir string) {
+	for _, name := range []string{"etcd", "etcd-ephemeral"} {
+		os.RemoveAll(filepath.Join(dir, name))
+	}
 }
 
 // Stop stops every process, the API server first.
@@ -111,7 +134,7 @@ func Start(ctx context.Context, v Variant, o Options) (cp *ControlPlane, err err
 	if err != nil {
 		return nil, err
 	}
-	cp = &ControlPlane{Variant: v, Kubeconfig: f.kubeconfig, EtcdTLS: EtcdTLS{CA: f.ca, Cert: f.etcdClient.cert, Key: f.etcdClient.key}}
+	cp = &ControlPlane{Variant: v, dir: o.Dir, Kubeconfig: f.kubeconfig, EtcdTLS: EtcdTLS{CA: f.ca, Cert: f.etcdClient.cert, Key: f.etcdClient.key}}
 	defer func() {
 		if err != nil {
 			cp.Stop()

@@ -154,9 +154,11 @@ func hold(ctx context.Context, cp *controlplane.ControlPlane, client kubernetes.
 	step.MutatingP99 = stats.HistogramQuantile(0.99, stats.SubBuckets(after.MutatingLatency(""), before.MutatingLatency("")))
 	step.LeaseWriteRate = (after.Requests("PUT", "leases") - before.Requests("PUT", "leases")) / elapsed.Seconds()
 	step.APIServerCores = (cpuAfter.CPU - cpuBefore.CPU).Seconds() / elapsed.Seconds()
-	if step.NotReady, err = countNotReady(ctx, client); err != nil {
+	ready, total, err := countReady(ctx, client)
+	if err != nil {
 		return err
 	}
+	step.NotReady = total - ready
 	if step.APIServerRSS, step.EtcdRSS, err = rss(cp); err != nil {
 		return err
 	}
@@ -190,10 +192,7 @@ func rss(cp *controlplane.ControlPlane) (api, etcd int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, p := range []*proc.Process{cp.Etcd, cp.Ephemeral} {
-		if p == nil {
-			continue
-		}
+	for _, p := range cp.EtcdMembers() {
 		e, err := p.Usage()
 		if err != nil {
 			return 0, 0, err
@@ -245,7 +244,7 @@ func createNodes(ctx context.Context, client kubernetes.Interface, from, to, wor
 func waitReady(ctx context.Context, client kubernetes.Interface, want int, timeout time.Duration, kwok *proc.Process) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		ready, err := countReady(ctx, client)
+		ready, _, err := countReady(ctx, client)
 		if err == nil && ready >= want {
 			return nil
 		}
@@ -262,32 +261,18 @@ func waitReady(ctx context.Context, client kubernetes.Interface, want int, timeo
 	}
 }
 
-func countReady(ctx context.Context, client kubernetes.Interface) (int, error) {
+// countReady lists the nodes (from the watch cache) and counts the Ready ones.
+func countReady(ctx context.Context, client kubernetes.Interface) (ready, total int, err error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	ready := 0
 	for _, n := range nodes.Items {
 		if isReady(&n) {
 			ready++
 		}
 	}
-	return ready, nil
-}
-
-func countNotReady(ctx context.Context, client kubernetes.Interface) (int, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return 0, err
-	}
-	notReady := 0
-	for _, n := range nodes.Items {
-		if !isReady(&n) {
-			notReady++
-		}
-	}
-	return notReady, nil
+	return ready, len(nodes.Items), nil
 }
 
 func isReady(n *corev1.Node) bool {
