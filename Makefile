@@ -57,7 +57,7 @@ BENCH_ARGS ?=
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
 	KWOK_VERSION=$(KWOK_VERSION) $(OUT)/tools/k1m-bench run --out $(OUT)
 
-bench: deps-build build build-stock ## stock 1.32.5 vs k1m side by side, ~10 min (docs/performance.md); results in $(OUT)/bench
+bench: deps-build build build-stock ## stock 1.32.5 vs k1m side by side, 10-14 min measured (docs/performance.md); results in $(OUT)/bench
 	$(BENCH) --profile quick $(BENCH_ARGS)
 
 bench-full: deps-build build build-stock ## the same with more rounds, longer windows and a kwok ramp up to 100k nodes

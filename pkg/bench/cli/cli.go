@@ -110,9 +110,9 @@ func ParseRun(args []string) (bench.Options, error) {
 	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, Lease: p.Lease, Etcd: p.Etcd,
 		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
 		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout}
-	override(&o.Rounds, *rounds)
-	override(&o.Lease.Leases, *leases)
-	override(&o.Lease.Workers, *workers)
+	var errs []error
+	errs = append(errs, override("--rounds", &o.Rounds, *rounds), override("--leases", &o.Lease.Leases, *leases),
+		override("--workers", &o.Lease.Workers, *workers))
 	if *watchers >= 0 {
 		o.Lease.Watchers = *watchers
 	}
@@ -128,7 +128,6 @@ func ParseRun(args []string) (bench.Options, error) {
 	if *watchBenchtime != "" {
 		o.WatchBenchtime = *watchBenchtime
 	}
-	var errs []error
 	if *kwokSteps != "" {
 		steps, err := parseSteps(*kwokSteps)
 		errs = append(errs, err)
@@ -156,10 +155,15 @@ func ParseRun(args []string) (bench.Options, error) {
 	return o, err
 }
 
-func override(dst *int, v int) {
-	if v > 0 {
+// override sets dst from a flag whose zero value means "the profile's".
+func override(flag string, dst *int, v int) error {
+	switch {
+	case v < 0:
+		return fmt.Errorf("%s %d: want a positive number, or leave it out for the profile's default", flag, v)
+	case v > 0:
 		*dst = v
 	}
+	return nil
 }
 
 func parseSteps(s string) ([]int, error) {

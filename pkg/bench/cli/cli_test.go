@@ -29,6 +29,7 @@ func TestParseRunRejectsBadInputNamingTheFlag(t *testing.T) {
 		"--scenarios":  {"--scenarios", "lease,nodes"},
 		"--workers":    {"--leases", "10", "--workers", "20"},
 		"--long-renew": {"--long-renew", "1500ms"},
+		"--leases":     {"--leases", "-5"},
 	}
 	for flag, args := range cases {
 		_, err := ParseRun(args)
