@@ -8,8 +8,11 @@ K1M_BUILD  = $(GO) run ./cmd/k1m-build
 K1M_FLAGS  = --out $(OUT)
 
 NODES     ?= 1
+# FLAVOR=stock runs the same cluster from the unpatched build (make build-stock).
+FLAVOR    ?= k1m
+K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 
-.PHONY: all bench bench-full build build-stock prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -34,11 +37,32 @@ build-stock: deps-build ## build the same components, unpatched, into $(OUT)/sto
 images: deps-cluster ## build the image archives nodes import (pause, CoreDNS, busybox) into $(OUT)/images
 	$(K1M_BUILD) images $(K1M_FLAGS)
 
-cluster: deps-cluster build images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces)
-	NODES=$(NODES) K1M=$(OUT)/bin/k1m CLUSTER_DIR=$(OUT)/cluster IMAGES_DIR=$(OUT)/images hack/cluster.sh up
+build-k1m: build
+
+cluster: deps-cluster build-$(FLAVOR) images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces); FLAVOR=stock for the unpatched build
+	NODES=$(NODES) K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster IMAGES_DIR=$(OUT)/images hack/cluster.sh up
 
 cluster-down: ## stop the local cluster: no process, mount, netns or iptables rule is left (data is kept)
-	K1M=$(OUT)/bin/k1m CLUSTER_DIR=$(OUT)/cluster hack/cluster.sh down
+	K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster hack/cluster.sh down
+
+deps-conformance: ## install what building the conformance test images needs (debootstrap)
+	@hack/install-deps.sh build cluster conformance
+
+conformance-images: deps-conformance images ## build e2e.test, ginkgo, the conformance image and every test image into $(OUT)/conformance
+	$(K1M_BUILD) conformance $(K1M_FLAGS)
+
+MODE             ?= quick
+CONFORMANCE_ARGS ?=
+KUBECONFIG_K1M   ?= /var/lib/k1m/server/admin.kubeconfig
+CONFORMANCE       = $(OUT)/conformance/bin/k1m-conformance run --kubeconfig $(KUBECONFIG_K1M) \
+	--repo-list $(OUT)/conformance/repo-list.yaml --out $(OUT)/conformance/results
+
+conformance: conformance-images ## run the suite as Sonobuoy does against the running make cluster: MODE=quick|non-disruptive-conformance|certified-conformance|k1m-curated
+	K1M=$(K1M_BIN) hack/cluster.sh import $(OUT)/conformance/images
+	$(CONFORMANCE) --mode $(MODE) $(CONFORMANCE_ARGS)
+
+conformance-test: deps-cluster build images conformance-images ## make test's part: a 3-node cluster, MODE=quick then the curated specs, then down
+	hack/conformance-test.sh
 
 verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
 	$(K1M_BUILD) verify $(K1M_FLAGS)
@@ -51,7 +75,7 @@ unit: deps-build ## unit tests of k1m's own code, built against the patched tree
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
-test: verify unit integration ## the test command (README.md); CI runs exactly this
+test: verify unit integration conformance-test ## the test command (README.md); CI runs exactly this
 
 BENCH_ARGS ?=
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \

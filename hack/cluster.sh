@@ -4,7 +4,7 @@
 # address on a bridge (k1m-nodes, fddf:4035:b520::/64), as separate nodes.
 # Thin glue around the k1m binary; `make cluster` / `make cluster-down`.
 #
-# usage: hack/cluster.sh up|down|restart-server
+# usage: hack/cluster.sh up|down|restart-server|import DIR
 # env:   NODES (default 1), K1M (binary), CLUSTER_DIR (logs, pids),
 #        DATA_ROOT (server and node data), IMAGES_DIR, SERVER_ARGS (extra
 #        k1m server flags)
@@ -147,9 +147,23 @@ restart_server() { # for the crash test: kill -9 the server, then start it again
   start_server
 }
 
+import_images() { # load every image archive of DIR into every node's containerd
+  local dir=$1 socks=() sock archive
+  for sock in /run/k1m/*/containerd/containerd.sock; do [[ -S $sock ]] && socks+=("$sock"); done
+  ((${#socks[@]} > 0)) || { echo "cluster: no node's containerd is running (make cluster first)" >&2; exit 1; }
+  for archive in "$dir"/*.tar; do
+    [[ -e $archive ]] || { echo "cluster: no image archives (*.tar) in $dir" >&2; exit 1; }
+    for sock in "${socks[@]}"; do
+      log "importing $(basename "$archive") ($(du -h "$archive" | cut -f1)) into $(basename "$(dirname "$(dirname "$sock")")")"
+      ctr --address "$sock" --namespace k8s.io images import --no-unpack=false "$archive" >/dev/null
+    done
+  done
+}
+
 case ${1:-} in
   up) up ;;
+  import) import_images "${2:?usage: hack/cluster.sh import DIR}" ;;
   down) down ;;
   restart-server) restart_server ;;
-  *) echo "usage: hack/cluster.sh up|down|restart-server" >&2; exit 2 ;;
+  *) echo "usage: hack/cluster.sh up|down|restart-server|import DIR" >&2; exit 2 ;;
 esac

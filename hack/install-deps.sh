@@ -11,6 +11,9 @@ declare -A PACKAGES=(
   # CNI plugins (bridge, host-local, loopback, portmap), the packet filters
   # kube-proxy programs, busybox for the test image, procps (sysctl, pgrep).
   [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static procps"
+  # Conformance: debootstrap makes the Debian root of the e2e test images
+  # (apache2, nginx, dnsutils, ... come from the Debian mirror through it).
+  [conformance]="debootstrap"
 )
 
 need=()

@@ -1,12 +1,12 @@
 // Package images writes container images as docker-archive tarballs (the
-// `docker save` layout, which `ctr images import` reads) from files on disk.
+// `docker save` layout, which `ctr images import`, `docker load` and
+// `kind load image-archive` read) from files on disk, without a daemon.
 // k1m never pulls an image: the pause, CoreDNS and test images are built
-// from source or Debian packages and imported by the agent at start.
+// from source or Debian packages and imported into the nodes.
 package images
 
 import (
 	"archive/tar"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,13 +18,29 @@ import (
 	"sort"
 	"time"
 
-	"k1m.dev/k1m/pkg/fsutil"
 )
 
-// Image is a one-layer image.
+// Config is the part of an image's config a container runtime reads.
+type Config struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string // PATH is added when missing
+	User       string
+	WorkingDir string
+}
+
+// Spec is one image of an archive: its names, config and layers (bottom
+// first). Images of one archive may share layers; each is stored once.
+type Spec struct {
+	Tags   []string
+	Config Config
+	Layers []Layer
+}
+
+// Image is a one-layer image made of files from disk, the simple case.
 type Image struct {
 	Ref        string            // repository:tag, e.g. registry.k8s.io/pause:3.10
-	Files      map[string]string // path in the image -> file on disk (kept executable)
+	Files      map[string]string // path in the image -> file on disk (its mode is kept)
 	Symlinks   map[string]string // path in the image -> link target
 	Entrypoint []string
 	Cmd        []string
@@ -34,98 +50,142 @@ type Image struct {
 // epoch keeps archives byte-for-byte reproducible.
 var epoch = time.Unix(0, 0).UTC()
 
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // Write writes img as a docker archive at path (atomically).
 func Write(img Image, path string) error {
-	layer, err := img.layer()
+	layer, err := FilesLayer(img.Files, img.Symlinks, path+".layer")
+	if err != nil {
+		return fmt.Errorf("image %s: %w", img.Ref, err)
+	}
+	defer os.Remove(layer.Path)
+	return WriteArchive(path, Spec{
+		Tags:   []string{img.Ref},
+		Config: Config{Entrypoint: img.Entrypoint, Cmd: img.Cmd, User: img.User},
+		Layers: []Layer{layer},
+	})
+}
+
+// WriteArchive writes specs as one docker archive at path (atomically),
+// streaming the layer files into it.
+func WriteArchive(path string, specs ...Spec) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	diffID := digest(layer)
-	config, err := json.Marshal(map[string]any{
+	defer os.Remove(tmp.Name())
+	if err := writeArchive(tmp, specs); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing image archive %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+type manifestEntry struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+func writeArchive(w io.Writer, specs []Spec) error {
+	tw := tar.NewWriter(w)
+	written := map[string]bool{}
+	var manifest []manifestEntry
+	for _, s := range specs {
+		if len(s.Tags) == 0 || len(s.Layers) == 0 {
+			return fmt.Errorf("an image needs at least one tag and one layer (tags %v, %d layers)", s.Tags, len(s.Layers))
+		}
+		entry := manifestEntry{RepoTags: s.Tags}
+		for _, l := range s.Layers {
+			name := l.DiffID + "/layer.tar"
+			entry.Layers = append(entry.Layers, name)
+			if written[name] {
+				continue
+			}
+			if err := addLayerFile(tw, name, l); err != nil {
+				return err
+			}
+			written[name] = true
+		}
+		config, err := s.configJSON()
+		if err != nil {
+			return err
+		}
+		entry.Config = digest(config) + ".json"
+		if !written[entry.Config] {
+			if err := addFile(tw, entry.Config, config, 0o644); err != nil {
+				return err
+			}
+			written[entry.Config] = true
+		}
+		manifest = append(manifest, entry)
+	}
+	data, err := json.Marshal(manifest)
+	if err != nil {
+		return err
+	}
+	if err := addFile(tw, "manifest.json", data, 0o644); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+func (s Spec) configJSON() ([]byte, error) {
+	env := s.Config.Env
+	if !hasPath(env) {
+		env = append([]string{defaultPath}, env...)
+	}
+	var diffIDs []string
+	for _, l := range s.Layers {
+		diffIDs = append(diffIDs, "sha256:"+l.DiffID)
+	}
+	return json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config": map[string]any{
-			"Entrypoint": img.Entrypoint,
-			"Cmd":        img.Cmd,
-			"User":       img.User,
-			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			"Entrypoint": s.Config.Entrypoint,
+			"Cmd":        s.Config.Cmd,
+			"User":       s.Config.User,
+			"WorkingDir": s.Config.WorkingDir,
+			"Env":        env,
 		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + diffID}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
-	if err != nil {
-		return err
-	}
-	configName := digest(config) + ".json"
-	layerName := diffID + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{
-		"Config": configName, "RepoTags": []string{img.Ref}, "Layers": []string{layerName},
-	}})
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for _, e := range []struct {
-		name string
-		data []byte
-	}{{configName, config}, {layerName, layer}, {"manifest.json", manifest}} {
-		if err := addFile(tw, e.name, e.data, 0o644); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return fsutil.WriteFile(path, out.Bytes(), 0o644)
 }
 
-// layer is the image's filesystem as an uncompressed tar.
-func (img Image) layer() ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	addDirs := func(p string) error {
-		var parents []string
-		for d := filepath.Dir(p); d != "." && d != "/" && !dirs[d]; d = filepath.Dir(d) {
-			parents = append(parents, d)
-			dirs[d] = true
-		}
-		for i := len(parents) - 1; i >= 0; i-- {
-			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: parents[i] + "/", Mode: 0o755, ModTime: epoch}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, name := range sortedKeys(img.Files) {
-		data, err := os.ReadFile(img.Files[name])
-		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", img.Ref, err)
-		}
-		rel := clean(name)
-		if err := addDirs(rel); err != nil {
-			return nil, err
-		}
-		if err := addFile(tw, rel, data, 0o755); err != nil {
-			return nil, err
+func hasPath(env []string) bool {
+	for _, e := range env {
+		if len(e) > 5 && e[:5] == "PATH=" {
+			return true
 		}
 	}
-	for _, name := range sortedKeys(img.Symlinks) {
-		rel := clean(name)
-		if err := addDirs(rel); err != nil {
-			return nil, err
-		}
-		hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: rel, Linkname: img.Symlinks[name], Mode: 0o777, ModTime: epoch}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, err
-		}
+	return false
+}
+
+func addLayerFile(tw *tar.Writer, name string, l Layer) error {
+	f, err := os.Open(l.Path)
+	if err != nil {
+		return err
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	return buf.Bytes(), nil
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: info.Size(), Mode: 0o644, ModTime: epoch}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
 }
 
 func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {
@@ -133,17 +193,12 @@ func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	_, err := io.Copy(tw, bytes.NewReader(data))
+	_, err := tw.Write(data)
 	return err
 }
 
 func clean(p string) string {
 	return filepath.Clean("/" + p)[1:]
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -153,4 +208,9 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

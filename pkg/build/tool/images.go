@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/build/images"
@@ -43,7 +42,7 @@ func (p project) images() error {
 	if err := p.goRun(install, binDir); err != nil {
 		return fmt.Errorf("building CoreDNS %s: %w", corednsVersion, err)
 	}
-	applets, err := busyboxApplets()
+	applets, err := images.BusyboxApplets(busyboxPath)
 	if err != nil {
 		return err
 	}
@@ -78,19 +77,4 @@ func (p project) goRun(cmd *exec.Cmd, gobin string) error {
 		cmd.Env = append(cmd.Env, "GOBIN="+abs)
 	}
 	return runWithProgress(cmd, p.log, filepath.Base(cmd.Args[len(cmd.Args)-1]))
-}
-
-// busyboxApplets maps /bin/<applet> to busybox for every applet it has.
-func busyboxApplets() (map[string]string, error) {
-	out, err := exec.Command(busyboxPath, "--list").Output()
-	if err != nil {
-		return nil, fmt.Errorf("listing busybox applets (%s from Debian's busybox-static; make deps-cluster installs it): %v", busyboxPath, err)
-	}
-	links := map[string]string{}
-	for _, applet := range strings.Fields(string(out)) {
-		if applet != "busybox" {
-			links["/bin/"+applet] = "busybox"
-		}
-	}
-	return links, nil
 }

@@ -26,6 +26,7 @@ Commands:
   go         run a go command in a flavour's environment: k1m-build go [--flavor k1m|stock] vet ./...
   ldflags    print the -ldflags that stamp a binary's version (--flavor k1m|stock)
   images     build the image archives a cluster imports (pause, CoreDNS, busybox) into OUT/images
+  conformance  build e2e.test, ginkgo, the conformance image and the test images into OUT/conformance
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
   test-patched  run the tests of those packages on the patched tree (OUT/go.work)
@@ -74,6 +75,8 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return p.ldflags(stamp.Flavor(*flavor), stdout)
 	case "images":
 		return p.images()
+	case "conformance":
+		return p.conformance()
 	case "verify":
 		return p.verify(stdout)
 	case "packages":

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# make test's conformance part: a fresh 3-node k1m cluster (server + 2
+# agents), the conformance images imported into every node, then Sonobuoy's
+# quick mode and k1m's curated specs (leases, node lifecycle, events, watch
+# and list, Services over IPv6, DNS), then the cluster is taken down.
+# Thin glue around hack/cluster.sh and k1m-conformance.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-_output}
+export K1M=${K1M:-$OUT/bin/k1m}
+export NODES=3
+export CLUSTER_DIR=$OUT/conformance-test/cluster
+export DATA_ROOT=${DATA_ROOT:-/var/lib/k1m-conformance-test}
+export IMAGES_DIR=$OUT/images
+RESULTS=$OUT/conformance-test/results
+
+down() { hack/cluster.sh down >/dev/null 2>&1 || true; }
+trap down EXIT
+down
+rm -rf "$DATA_ROOT" "$CLUSTER_DIR"
+mkdir -p "$CLUSTER_DIR"
+hack/cluster.sh up
+hack/cluster.sh import "$OUT/conformance/images"
+for mode in quick k1m-curated; do
+  "$OUT/conformance/bin/k1m-conformance" run --mode "$mode" --timeout 20m \
+    --kubeconfig "$DATA_ROOT/server/admin.kubeconfig" \
+    --repo-list "$OUT/conformance/repo-list.yaml" --out "$RESULTS"
+done

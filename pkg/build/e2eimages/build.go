@@ -1,0 +1,163 @@
+package e2eimages
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k1m.dev/k1m/pkg/build/images"
+)
+
+// DebianPackages make the shared Debian layer: what agnhost's image adds to
+// Alpine (bind-tools, curl, netcat-openbsd, iproute2, iperf, bash), and the
+// web servers of the httpd and nginx images.
+var DebianPackages = []string{"apache2", "bind9-dnsutils", "ca-certificates", "curl", "iperf", "iproute2", "netcat-openbsd", "nginx"}
+
+// Inputs are what the images are made from.
+type Inputs struct {
+	// Bin holds the programs: agnhost, nnp, sample-apiserver, etcd, coredns.
+	Bin string
+	// K8sDir is the k8s.io/kubernetes module's directory (test/images data).
+	K8sDir string
+	// Busybox is Debian's busybox-static binary.
+	Busybox string
+	// Work holds the Debian root file system and layers between builds.
+	Work string
+	// Mirror is the Debian mirror debootstrap uses.
+	Mirror string
+	Log    io.Writer
+}
+
+// Build writes every image of Set into one docker archive at path; the
+// Debian layer is stored once. The Debian root file system and its layer
+// are kept in in.Work and reused while DebianPackages stay the same.
+func Build(in Inputs, path string) error {
+	base, err := in.debianLayer()
+	if err != nil {
+		return err
+	}
+	var specs []images.Spec
+	for _, img := range Set {
+		fmt.Fprintf(in.Log, "e2e images: %s\n", strings.Join(img.Refs(), ", "))
+		spec, err := in.spec(img, base)
+		if err != nil {
+			return fmt.Errorf("test image %s: %w", img.Name, err)
+		}
+		specs = append(specs, spec)
+	}
+	fmt.Fprintf(in.Log, "e2e images: writing %s\n", path)
+	return images.WriteArchive(path, specs...)
+}
+
+func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {
+	spec := images.Spec{Tags: img.Refs()}
+	top := filepath.Join(in.Work, "layers", img.Name+".tar")
+	var layer images.Layer
+	var err error
+	switch img.Kind {
+	case Debian:
+		overlay := filepath.Join(in.Work, "overlay", img.Name)
+		if spec.Config, err = in.fillOverlay(img.Name, overlay); err != nil {
+			return spec, err
+		}
+		layer, err = images.DirLayer(overlay, top)
+		spec.Layers = []images.Layer{base, layer}
+		return spec, err
+	case Busybox:
+		links, err := images.BusyboxApplets(in.Busybox)
+		if err != nil {
+			return spec, err
+		}
+		layer, err = images.FilesLayer(map[string]string{"/bin/busybox": in.Busybox}, links, top)
+		spec.Config = images.Config{Cmd: []string{"sh"}}
+	case Scratch:
+		var files map[string]string
+		files, spec.Config = in.scratchFiles(img.Name)
+		layer, err = images.FilesLayer(files, nil, top)
+	}
+	spec.Layers = []images.Layer{layer}
+	return spec, err
+}
+
+// scratchFiles are the files and config of the images made of one program.
+func (in Inputs) scratchFiles(name string) (map[string]string, images.Config) {
+	bin := func(n string) string { return filepath.Join(in.Bin, n) }
+	switch name {
+	case "nonewprivs":
+		return map[string]string{"/usr/local/bin/nnp": bin("nonewprivs")}, images.Config{Cmd: []string{"nnp"}}
+	case "sample-apiserver":
+		return map[string]string{"/sample-apiserver": bin("sample-apiserver")}, images.Config{Entrypoint: []string{"/sample-apiserver"}}
+	default: // etcd
+		return map[string]string{"/usr/local/bin/etcd": bin("etcd")}, images.Config{Cmd: []string{"/usr/local/bin/etcd"}}
+	}
+}
+
+// debianLayer makes (once) the Debian root file system and its layer.
+func (in Inputs) debianLayer() (images.Layer, error) {
+	key := debianKey()
+	root := filepath.Join(in.Work, "debian-"+key)
+	layerPath := filepath.Join(in.Work, "layers", "debian-"+key+".tar")
+	idPath := layerPath + ".diffid"
+	if id, err := os.ReadFile(idPath); err == nil {
+		if _, err := os.Stat(layerPath); err == nil {
+			fmt.Fprintf(in.Log, "e2e images: Debian layer %s cached\n", key)
+			return images.Layer{Path: layerPath, DiffID: strings.TrimSpace(string(id))}, nil
+		}
+	}
+	if err := in.debootstrap(root); err != nil {
+		return images.Layer{}, err
+	}
+	fmt.Fprintf(in.Log, "e2e images: writing the Debian layer\n")
+	layer, err := images.DirLayer(root, layerPath)
+	if err != nil {
+		return layer, err
+	}
+	return layer, os.WriteFile(idPath, []byte(layer.DiffID+"\n"), 0o644)
+}
+
+// debianKey names the Debian tree after what goes into it.
+func debianKey() string {
+	sum := sha256.Sum256([]byte("bookworm minbase " + strings.Join(DebianPackages, ",")))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// debootstrap makes root unless a finished one is there; it builds in a
+// temporary directory so a stopped run leaves nothing half made behind.
+func (in Inputs) debootstrap(root string) error {
+	done := root + ".complete"
+	if _, err := os.Stat(done); err == nil {
+		return nil
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		return fmt.Errorf("debootstrap not found: install it (make deps-conformance, or apt-get install debootstrap)")
+	}
+	tmp := root + ".partial"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	fmt.Fprintf(in.Log, "e2e images: debootstrap bookworm with %s from %s (about a minute)\n", strings.Join(DebianPackages, ","), in.Mirror)
+	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(DebianPackages, ","), "bookworm", tmp, in.Mirror)
+	cmd.Stdout, cmd.Stderr = in.Log, in.Log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("debootstrap bookworm into %s: %w (is %s reachable?)", tmp, err, in.Mirror)
+	}
+	// Downloaded packages and indexes are not part of an image.
+	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "var/cache/debconf/*-old"} {
+		matches, _ := filepath.Glob(filepath.Join(tmp, glob))
+		for _, m := range matches {
+			os.RemoveAll(m)
+		}
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, root); err != nil {
+		return err
+	}
+	return os.WriteFile(done, nil, 0o644)
+}

@@ -1,0 +1,53 @@
+package e2eimages
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The keys must be e2e's RegistryList yaml names
+// (test/utils/image/manifest.go), or e2e.test silently keeps upstream's.
+func TestRepoListNamesE2ERegistries(t *testing.T) {
+	var m map[string]string
+	if err := yaml.Unmarshal([]byte(RepoList()), &m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"promoterE2eRegistry": Registry, "gcEtcdRegistry": EtcdRegistry}
+	if len(m) != len(want) {
+		t.Fatalf("repo list %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q", k, m[k], v)
+		}
+	}
+}
+
+func TestRefsCoverTheConformanceImages(t *testing.T) {
+	refs := strings.Join(Refs(), " ")
+	for _, want := range []string{
+		"k1m.local/e2e-test-images/agnhost:2.53",
+		"k1m.local/e2e-test-images/busybox:1.36.1-1",
+		"k1m.local/e2e-test-images/httpd:2.4.38-4",
+		"k1m.local/e2e-test-images/httpd:2.4.39-4",
+		"k1m.local/e2e-test-images/nginx:1.14-4",
+		"k1m.local/e2e-test-images/jessie-dnsutils:1.7",
+		"k1m.local/e2e-test-images/sample-apiserver:1.29.2",
+		"k1m.local/etcd:3.5.16-0",
+	} {
+		if !strings.Contains(refs, want) {
+			t.Errorf("no image %s in %s", want, refs)
+		}
+	}
+}
+
+func TestDebianKeyFollowsThePackages(t *testing.T) {
+	before := debianKey()
+	DebianPackages = append(DebianPackages, "extra")
+	defer func() { DebianPackages = DebianPackages[:len(DebianPackages)-1] }()
+	if debianKey() == before {
+		t.Error("adding a package keeps the cached Debian tree")
+	}
+}

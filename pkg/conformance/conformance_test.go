@@ -1,0 +1,183 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const sampleJUnit = `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="4" failures="1">
+  <testsuite name="Kubernetes e2e suite" tests="4">
+    <testcase name="[sig-node] Pods should be submitted and removed [NodeConformance] [Conformance]" status="passed" time="10.5"></testcase>
+    <testcase name="[sig-network] DNS should provide DNS for services  [Conformance]" status="failed" time="300">
+      <failure message="timed out waiting for DNS" type="failed">dns.go:123 lookups failed</failure>
+      <system-out>probe log</system-out>
+    </testcase>
+    <testcase name="[sig-apps] Deployment should be slow [Slow]" status="skipped"><skipped message="skipped"></skipped></testcase>
+    <testcase name="[SynchronizedBeforeSuite]" status="passed"></testcase>
+  </testsuite>
+</testsuites>`
+
+func TestParseJUnitCountsAndBuildsSonobuoyTree(t *testing.T) {
+	res, err := ParseJUnit(strings.NewReader(sampleJUnit), "results/global/junit_01.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed != 2 || res.Failed != 1 || res.Skipped != 1 {
+		t.Fatalf("passed/failed/skipped = %d/%d/%d, want 2/1/1", res.Passed, res.Failed, res.Skipped)
+	}
+	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "DNS should provide DNS for services") {
+		t.Fatalf("failures %v", res.Failures)
+	}
+	if res.Tree.Name != "e2e" || res.Tree.Status != StatusFailed || res.Tree.Metadata["type"] != "summary" {
+		t.Fatalf("plugin item %+v", res.Tree)
+	}
+	file := res.Tree.Items[0]
+	if file.Metadata["file"] != "results/global/junit_01.xml" || len(file.Items) != 4 {
+		t.Fatalf("file item %+v", file)
+	}
+	failed := file.Items[1]
+	if failed.Status != StatusFailed || failed.Details["failure"] != "timed out waiting for DNS" || failed.Details["system-out"] != "probe log" {
+		t.Fatalf("failed item %+v", failed)
+	}
+	sum := res.Summary()
+	for _, want := range []string{"Status: failed", "Total: 4", "Passed: 2", "Failed: 1", "Skipped: 1", "Failed tests:\n  [sig-network] DNS"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+}
+
+func TestParseJUnitRefusesAnEmptyReport(t *testing.T) {
+	if _, err := ParseJUnit(strings.NewReader(`<testsuites><testsuite></testsuite></testsuites>`), "x"); err == nil {
+		t.Fatal("a report without test cases was accepted")
+	}
+	if _, err := ParseJUnit(strings.NewReader(`not xml`), "x"); err == nil {
+		t.Fatal("a broken report was accepted")
+	}
+}
+
+func TestModesMatchSonobuoyAndRefuseUnknown(t *testing.T) {
+	if m, _ := ModeNamed("certified-conformance"); m.Focus != `\[Conformance\]` || m.Skip != "" {
+		t.Errorf("certified-conformance: %+v", m)
+	}
+	if m, _ := ModeNamed("non-disruptive-conformance"); m.Skip != `\[Disruptive\]|NoExecuteTaintManager` {
+		t.Errorf("non-disruptive-conformance: %+v", m)
+	}
+	_, err := ModeNamed("fast")
+	if err == nil || !strings.Contains(err.Error(), "--mode") || !strings.Contains(err.Error(), "certified-conformance") {
+		t.Fatalf("unknown mode error %v", err)
+	}
+}
+
+func TestCuratedFocusMatchesEachSpecName(t *testing.T) {
+	re := regexp.MustCompile(Modes["k1m-curated"].Focus)
+	for _, name := range CuratedFocus {
+		full := "[sig-x] " + name + " [Conformance]"
+		if !re.MatchString(full) {
+			t.Errorf("curated focus does not match %q", full)
+		}
+	}
+	if re.MatchString("[sig-node] Pods should be submitted and removed [Conformance]") {
+		t.Error("curated focus matches a spec it does not list")
+	}
+}
+
+func TestWorkerLinesRoundTrip(t *testing.T) {
+	var out bytes.Buffer
+	srv := httptest.NewServer(progressHandler(&out))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/progress", "application/json", strings.NewReader(`{"msg":"PASSED x","total":5,"completed":2,"failed":1,"failures":["y"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	p, done := parseWorkerLine(strings.TrimSpace(out.String()))
+	if p == nil || done != "" || p.Total != 5 || p.Completed != 2 || p.Failed != 1 || p.Msg != "PASSED x" {
+		t.Fatalf("progress line %q parsed as %+v", out.String(), p)
+	}
+	if resp, err := http.Post(srv.URL, "application/json", strings.NewReader("{")); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad JSON: %v %v", resp.StatusCode, err)
+	}
+	if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET: %v %v", resp.StatusCode, err)
+	}
+	if p, done := parseWorkerLine(donePrefix + "/tmp/sonobuoy/results/e2e.tar.gz"); p != nil || done != "/tmp/sonobuoy/results/e2e.tar.gz" {
+		t.Errorf("done line: %+v %q", p, done)
+	}
+	if p, done := parseWorkerLine("some other log line"); p != nil || done != "" {
+		t.Error("an unrelated line was read as progress")
+	}
+}
+
+func TestWorkerAnnouncesTheDoneFile(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	r, w := io.Pipe()
+	go func() {
+		Worker(ctx, "127.0.0.1:0", dir, w)
+		w.Close()
+	}()
+	writeFile(t, dir+"/done", dir+"/e2e.tar.gz")
+	line, err := readLine(r)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, done := parseWorkerLine(line); done != dir+"/e2e.tar.gz" {
+		t.Fatalf("worker printed %q", line)
+	}
+}
+
+func TestPodCarriesModeAndRepoList(t *testing.T) {
+	spec := RunSpec{Mode: Modes["quick"], Image: Image, RepoList: "promoterE2eRegistry: k1m.local/e2e-test-images\n"}
+	_, _, crb, cm, pod := spec.objects()
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["E2E_FOCUS"] != "Pods should be submitted and removed" || env["E2E_PARALLEL"] != "false" || env["KUBE_TEST_REPO_LIST"] == "" {
+		t.Fatalf("e2e env %v", env)
+	}
+	if !strings.Contains(env["E2E_EXTRA_ARGS"], "--progress-report-url=http://localhost:8099/progress") {
+		t.Errorf("progress URL missing: %q", env["E2E_EXTRA_ARGS"])
+	}
+	if cm.Data["repo-list.yaml"] != spec.RepoList || crb.RoleRef.Name != "cluster-admin" || crb.Subjects[0].Namespace != Namespace {
+		t.Errorf("config map %v / binding %+v", cm.Data, crb)
+	}
+	spec.RepoList = ""
+	_, _, _, _, pod = spec.objects()
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == "KUBE_TEST_REPO_LIST" {
+			t.Error("KUBE_TEST_REPO_LIST set without a repo list")
+		}
+	}
+}
+
+func TestRunFlagsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mode", "nope", "--kubeconfig", "k"}, "--mode"},
+		{[]string{"--mode", "quick"}, "--kubeconfig"},
+		{[]string{"--kubeconfig", "k", "--timeout", "-1s"}, "--timeout"},
+		{[]string{"--kubeconfig", "k", "extra"}, "no arguments"},
+	} {
+		t.Setenv("KUBECONFIG", "")
+		_, _, err := parseRunFlags(c.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.want)
+		}
+	}
+	f, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "certified-conformance", "--focus", "Lease", "--parallel"}, io.Discard)
+	if err != nil || m.Focus != "Lease" || !m.Parallel || f.kubeconfig != "k" {
+		t.Fatalf("%+v %+v %v", f, m, err)
+	}
+}

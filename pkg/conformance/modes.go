@@ -1,0 +1,87 @@
+// Package conformance runs the upstream e2e conformance suite against a
+// cluster the way Sonobuoy's e2e plugin does: the conformance image runs as
+// a pod (go-runner driving ginkgo and e2e.test, results in a shared
+// directory, progress posted to a sidecar), and the results come back as a
+// tarball in Sonobuoy's layout.
+package conformance
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Image is the k1m build of registry.k8s.io/conformance (k1m-build
+// conformance); its tag follows KUBERNETES_VERSION (checked by the build).
+const Image = "k1m.local/conformance:v1.32.5"
+
+// Mode is a named set of specs, as Sonobuoy's --mode.
+type Mode struct {
+	Name     string
+	Focus    string
+	Skip     string
+	Parallel bool
+}
+
+// sonobuoyDefaultSkip is what Sonobuoy skips unless told otherwise.
+const sonobuoyDefaultSkip = `\[Disruptive\]|NoExecuteTaintManager`
+
+// CuratedFocus are the conformance specs that exercise what the k1m
+// patches touch: Leases and node lifecycle (renew interval, no-fsync
+// etcd), Events (no-fsync etcd), watch and list (the hashmap watch
+// cache), Services over IPv6 and DNS (IPv6-only defaults).
+var CuratedFocus = []string{
+	`Lease lease API should be available`,
+	`Node Lifecycle should run through the lifecycle of a node`,
+	`Events should manage the lifecycle of an event`,
+	`Events API should ensure that an event can be fetched, patched, deleted, and listed`,
+	`Watchers should be able to restart watching from the last resource version observed by the previous watch`,
+	`Watchers should observe add, update, and delete watch notifications on configmaps`,
+	`Servers with support for API chunking should return chunks of results for list calls`,
+	`Services should serve a basic endpoint from pods`,
+	`Services should be able to change the type from ClusterIP to ExternalName`,
+	`DNS should provide DNS for the cluster`,
+	`DNS should provide DNS for services`,
+}
+
+// Modes are Sonobuoy's modes (pkg/client/modes in Sonobuoy), plus k1m's
+// curated set.
+var Modes = map[string]Mode{
+	"quick":                      {Name: "quick", Focus: "Pods should be submitted and removed", Skip: sonobuoyDefaultSkip},
+	"non-disruptive-conformance": {Name: "non-disruptive-conformance", Focus: `\[Conformance\]`, Skip: sonobuoyDefaultSkip},
+	"certified-conformance":      {Name: "certified-conformance", Focus: `\[Conformance\]`},
+	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip},
+}
+
+func curatedRegexp() string {
+	quoted := make([]string, len(CuratedFocus))
+	for i, f := range CuratedFocus {
+		quoted[i] = regexpQuote(f)
+	}
+	return strings.Join(quoted, "|")
+}
+
+// regexpQuote escapes what ginkgo's regexp would read specially; spec
+// names use only parentheses, brackets and dots of those.
+func regexpQuote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `.`, `\.`, `(`, `\(`, `)`, `\)`, `[`, `\[`, `]`, `\]`, `*`, `\*`, `+`, `\+`, `?`, `\?`, `|`, `\|`)
+	return r.Replace(s)
+}
+
+// ModeNamed returns the mode called name, or an error naming the valid ones.
+func ModeNamed(name string) (Mode, error) {
+	if m, ok := Modes[name]; ok {
+		return m, nil
+	}
+	return Mode{}, fmt.Errorf("--mode %q: want one of %s", name, strings.Join(ModeNames(), ", "))
+}
+
+// ModeNames lists the modes, sorted.
+func ModeNames() []string {
+	var names []string
+	for n := range Modes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
