@@ -99,8 +99,14 @@ func (r Runner) createObjects(ctx context.Context) error {
 			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
 			return err
 		}},
-		{"config map " + cm.Name, func() error { _, err := c.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); return err }},
-		{"pod " + pod.Name, func() error { _, err := c.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{}); return err }},
+		{"config map " + cm.Name, func() error {
+			_, err := c.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}},
+		{"pod " + pod.Name, func() error {
+			_, err := c.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{})
+			return err
+		}},
 	}
 	for _, s := range steps {
 		if err := s.create(); err != nil {

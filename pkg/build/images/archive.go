@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"sort"
 	"time"
-
 )
 
 // Config is the part of an image's config a container runtime reads.
