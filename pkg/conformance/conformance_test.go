@@ -29,8 +29,8 @@ func TestParseJUnitCountsAndBuildsSonobuoyTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Passed != 2 || res.Failed != 1 || res.Skipped != 1 {
-		t.Fatalf("passed/failed/skipped = %d/%d/%d, want 2/1/1", res.Passed, res.Failed, res.Skipped)
+	if res.Passed != 1 || res.Failed != 1 || res.Skipped != 1 {
+		t.Fatalf("passed/failed/skipped = %d/%d/%d, want 1/1/1 (suite nodes not counted)", res.Passed, res.Failed, res.Skipped)
 	}
 	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "DNS should provide DNS for services") {
 		t.Fatalf("failures %v", res.Failures)
@@ -47,7 +47,7 @@ func TestParseJUnitCountsAndBuildsSonobuoyTree(t *testing.T) {
 		t.Fatalf("failed item %+v", failed)
 	}
 	sum := res.Summary()
-	for _, want := range []string{"Status: failed", "Total: 4", "Passed: 2", "Failed: 1", "Skipped: 1", "Failed tests:\n  [sig-network] DNS"} {
+	for _, want := range []string{"Status: failed", "Total: 3", "Passed: 1", "Failed: 1", "Skipped: 1", "Failed tests:\n  [sig-network] DNS"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
@@ -179,5 +179,26 @@ func TestRunFlagsAreChecked(t *testing.T) {
 	f, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "certified-conformance", "--focus", "Lease", "--parallel"}, io.Discard)
 	if err != nil || m.Focus != "Lease" || !m.Parallel || f.kubeconfig != "k" {
 		t.Fatalf("%+v %+v %v", f, m, err)
+	}
+}
+
+func TestProgressStateReadsOnlyNewWorkerLines(t *testing.T) {
+	var out bytes.Buffer
+	r := Runner{Log: &out}
+	var st progressState
+	log := progressPrefix + `{"msg":"Test Suite starting","total":411}` + "\n" +
+		progressPrefix + `{"msg":"FAILED [sig-x] y","total":411,"failed":1}` + "\n"
+	if done := st.readWorker(log, r); done != "" || st.total != 411 || st.failed != 1 {
+		t.Fatalf("state %+v done %q", st, done)
+	}
+	if strings.Count(out.String(), "FAILED [sig-x] y") != 1 {
+		t.Fatalf("failure printed %q", out.String())
+	}
+	log += donePrefix + "/tmp/sonobuoy/results/e2e.tar.gz\n"
+	if done := st.readWorker(log, r); done != "/tmp/sonobuoy/results/e2e.tar.gz" {
+		t.Fatalf("done %q", done)
+	}
+	if strings.Count(out.String(), "FAILED") != 1 {
+		t.Fatalf("an old line was read twice: %q", out.String())
 	}
 }

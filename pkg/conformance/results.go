@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -48,7 +49,11 @@ const (
 	StatusSkipped = "skipped"
 )
 
-// Results are the counts and failures of one junit file.
+// suiteNode matches ginkgo's suite-level nodes, which junit lists beside
+// the specs ([SynchronizedBeforeSuite], [ReportAfterSuite] ..., ...).
+var suiteNode = regexp.MustCompile(`^\[(Synchronized)?(Report)?(Before|After)Suite\]`)
+
+// Results are the spec counts and failures of one junit file.
 type Results struct {
 	Passed, Failed, Skipped int
 	Failures                []string
@@ -67,6 +72,10 @@ func ParseJUnit(r io.Reader, file string) (Results, error) {
 	for _, s := range suites.Suites {
 		for _, c := range s.Cases {
 			item := caseItem(c)
+			fileItem.Items = append(fileItem.Items, item)
+			if suiteNode.MatchString(c.Name) && item.Status != StatusFailed {
+				continue // setup and reporting nodes count only when they fail
+			}
 			switch item.Status {
 			case StatusPassed:
 				res.Passed++
@@ -76,7 +85,6 @@ func ParseJUnit(r io.Reader, file string) (Results, error) {
 			default:
 				res.Skipped++
 			}
-			fileItem.Items = append(fileItem.Items, item)
 		}
 	}
 	if len(fileItem.Items) == 0 {

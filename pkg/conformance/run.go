@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -170,49 +169,82 @@ func (r Runner) waitRunning(ctx context.Context) error {
 	return err
 }
 
-// follow reads the worker's log, prints progress as it comes, and returns
-// the results tarball's path inside the pod once go-runner is done.
+// follow polls the worker's log (progress updates, then the results
+// tarball's path) and the e2e container's log (ginkgo prints one bullet per
+// passed spec: e2e.test's progress updates count failures, not passes),
+// prints progress, and returns the tarball's path inside the pod once
+// go-runner is done. Polling, not following: a followed log stream was seen
+// to stall here while the container kept writing.
 func (r Runner) follow(ctx context.Context, start time.Time) (string, error) {
+	var st progressState
 	for {
-		stream, err := r.Client.CoreV1().Pods(Namespace).GetLogs(PodName, &corev1.PodLogOptions{Container: workerName, Follow: true}).Stream(ctx)
-		if err != nil {
-			return "", fmt.Errorf("following the worker's log: %w", err)
+		worker, err := r.containerLog(ctx, workerName)
+		if err == nil {
+			if done := st.readWorker(worker, r); done != "" {
+				r.logf("e2e finished after %s; results at %s in the pod", time.Since(start).Round(time.Second), done)
+				return done, nil
+			}
 		}
-		path, err := r.readProgress(stream, start)
-		stream.Close()
-		if path != "" || err != nil {
-			return path, err
+		if e2e, err := r.containerLog(ctx, e2eContainer); err == nil {
+			st.passed = strings.Count(e2e, "•")
 		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("the run did not finish in time (%s): %w", r.Timeout, ctx.Err())
-		}
+		st.report(r, start)
 		if err := r.e2eExited(ctx); err != nil {
 			return "", err
 		}
-		time.Sleep(2 * time.Second) // the log stream ended early; reopen it
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return "", fmt.Errorf("the run did not finish within --timeout %s", r.Timeout)
+			}
+			return "", fmt.Errorf("stopped before the run finished: %w", ctx.Err())
+		case <-time.After(10 * time.Second):
+		}
 	}
 }
 
-func (r Runner) readProgress(stream io.Reader, start time.Time) (string, error) {
-	sc := bufio.NewScanner(stream)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	lastPrint := time.Time{}
-	for sc.Scan() {
-		p, done := parseWorkerLine(sc.Text())
+func (r Runner) containerLog(ctx context.Context, container string) (string, error) {
+	data, err := r.Client.CoreV1().Pods(Namespace).GetLogs(PodName, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	return string(data), err
+}
+
+// progressState is what the runner has learnt of a run so far.
+type progressState struct {
+	seen, passed, failed, total  int
+	printedPassed, printedFailed int
+	lastPrint                    time.Time
+}
+
+// readWorker takes the worker log lines not read yet; it prints failures
+// as they come and returns the results path once the worker names it.
+func (st *progressState) readWorker(log string, r Runner) string {
+	lines := strings.Split(log, "\n")
+	for ; st.seen < len(lines)-1; st.seen++ { // the last element is an unfinished line
+		p, done := parseWorkerLine(lines[st.seen])
 		if done != "" {
-			r.logf("e2e finished after %s; results at %s in the pod", time.Since(start).Round(time.Second), done)
-			return done, nil
+			return done
 		}
 		if p == nil {
 			continue
 		}
-		failedNow := strings.HasPrefix(p.Msg, "FAILED")
-		if failedNow || time.Since(lastPrint) > 10*time.Second || p.Msg == "Test Suite completed" {
-			r.logf("[%s] %d passed, %d failed of %d: %s", time.Since(start).Round(time.Second), p.Completed, p.Failed, p.Total, p.Msg)
-			lastPrint = time.Now()
+		if p.Total > 0 {
+			st.total = p.Total
+		}
+		if p.Failed > st.failed {
+			st.failed = p.Failed
+			r.logf("%s", p.Msg)
 		}
 	}
-	return "", nil
+	return ""
+}
+
+func (st *progressState) report(r Runner, start time.Time) {
+	changed := st.passed != st.printedPassed || st.failed != st.printedFailed
+	if !changed || time.Since(st.lastPrint) < 30*time.Second {
+		return
+	}
+	r.logf("[%s] %d passed, %d failed of %d specs", time.Since(start).Round(time.Second), st.passed, st.failed, st.total)
+	st.printedPassed, st.printedFailed, st.lastPrint = st.passed, st.failed, time.Now()
 }
 
 // e2eExited fails when the e2e container stopped without a done file.
