@@ -66,6 +66,7 @@ start_agent() {
     --node-name "$ns" \
     --node-ip "$PREFIX::$(printf '%x' $((16 + i)))" \
     --data-dir "$DATA_ROOT/nodes/$ns" --run-dir "/run/k1m/$ns" --images-dir "$IMAGES_DIR" \
+    --pod-logs-dir "$DATA_ROOT/nodes/$ns/pod-logs" \
     >>"$CLUSTER_DIR/$ns.log" 2>&1 < /dev/null &
   echo $! >"$CLUSTER_DIR/$ns.pid"
   log "k1m agent $ns started (pid $!, log $CLUSTER_DIR/$ns.log)"

@@ -9,7 +9,7 @@ import (
 
 // kubeletConfig renders the KubeletConfiguration: the lease timings and
 // cluster DNS come from the server (join.Settings), so every node agrees.
-func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint string) string {
+func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # Written by k1m agent at every start.
@@ -18,6 +18,7 @@ healthzBindAddress: "::1"
 cgroupDriver: cgroupfs
 cgroupRoot: %q
 containerRuntimeEndpoint: %q
+podLogsDir: %q
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
@@ -33,7 +34,7 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-`, cgroupRoot, endpoint, p.caFile(), s.ClusterDNS, strings.TrimSuffix(s.ClusterDomain, "."), s.LeaseDurationSeconds, s.RenewInterval)
+`, cgroupRoot, endpoint, podLogsDir, p.caFile(), s.ClusterDNS, strings.TrimSuffix(s.ClusterDomain, "."), s.LeaseDurationSeconds, s.RenewInterval)
 }
 
 func kubeletArgs(p paths, nodeName, nodeIP string) []string {

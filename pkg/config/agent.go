@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -25,12 +26,16 @@ type Agent struct {
 	ProxyMode  string
 	// RunDir holds sockets and runtime state (containerd's); one per node.
 	RunDir string
+	// PodLogsDir is the kubelet's pod log directory. Each kubelet deletes
+	// the log directories of pods it does not run, so nodes sharing one
+	// machine need one each.
+	PodLogsDir string
 }
 
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
 func DefaultAgent() Agent {
 	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent",
-		Token: os.Getenv("K1M_TOKEN")}
+		PodLogsDir: "/var/log/pods", Token: os.Getenv("K1M_TOKEN")}
 }
 
 // AddFlags binds the settings to fs.
@@ -38,6 +43,7 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.ConfigFile, "config", a.ConfigFile, "YAML file whose keys are these flag names; flags given on the command line win")
 	fs.StringVar(&a.DataDir, "data-dir", a.DataDir, "where the agent keeps the kubelet's state, containerd's images and its certificates")
 	fs.StringVar(&a.RunDir, "run-dir", a.RunDir, "where the agent keeps sockets and runtime state (under /run)")
+	fs.StringVar(&a.PodLogsDir, "pod-logs-dir", a.PodLogsDir, "where the kubelet writes container logs; one per node when several share a machine")
 	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
 	fs.StringVar(&a.Token, "token", a.Token, "join token, from the server's DATA-DIR/token (default: $K1M_TOKEN, which ps does not show)")
 	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
@@ -56,6 +62,9 @@ func (a *Agent) Validate() error {
 	}
 	add(requireDir("--data-dir", a.DataDir))
 	add(requireDir("--run-dir", a.RunDir))
+	if !filepath.IsAbs(a.PodLogsDir) {
+		add(fmt.Errorf("--pod-logs-dir %q: want an absolute directory path, e.g. /var/log/pods", a.PodLogsDir))
+	}
 	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" {
 		add(fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", a.Server))
 	}
