@@ -75,7 +75,7 @@ unit: deps-build ## unit tests of k1m's own code, built against the patched tree
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
-test: verify unit integration ## the test command (README.md); CI runs exactly this
+test: verify unit integration conformance-test ## the test command (README.md); CI runs exactly this
 
 BENCH_ARGS ?=
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
