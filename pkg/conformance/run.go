@@ -189,7 +189,7 @@ func (r Runner) follow(ctx context.Context, start time.Time) (string, error) {
 			st.passed = strings.Count(e2e, "•")
 		}
 		st.report(r, start)
-		if err := r.e2eExited(ctx); err != nil {
+		if err := r.podStopped(ctx); err != nil {
 			return "", err
 		}
 		select {
@@ -247,15 +247,22 @@ func (st *progressState) report(r Runner, start time.Time) {
 	st.printedPassed, st.printedFailed, st.lastPrint = st.passed, st.failed, time.Now()
 }
 
-// e2eExited fails when the e2e container stopped without a done file.
-func (r Runner) e2eExited(ctx context.Context) error {
+// podStopped fails when the worker stopped, or when the e2e container
+// stopped a while ago and no results were announced (go-runner writes its
+// done file on the way out, so that means it crashed or was killed).
+func (r Runner) podStopped(ctx context.Context) error {
 	pod, err := r.Client.CoreV1().Pods(Namespace).Get(ctx, PodName, metav1.GetOptions{})
 	if err != nil {
 		return nil
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == workerName && cs.State.Terminated != nil {
-			return fmt.Errorf("the worker container stopped (%s, exit %d) before the results were ready", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+		t := cs.State.Terminated
+		switch {
+		case t == nil:
+		case cs.Name == workerName:
+			return fmt.Errorf("the worker container stopped (%s, exit %d) before the results were ready", t.Reason, t.ExitCode)
+		case cs.Name == e2eContainer && time.Since(t.FinishedAt.Time) > time.Minute:
+			return fmt.Errorf("the e2e container stopped (%s, exit %d) without results: see `kubectl -n %s logs %s -c %s` (run with --keep to look)", t.Reason, t.ExitCode, Namespace, PodName, e2eContainer)
 		}
 	}
 	return nil

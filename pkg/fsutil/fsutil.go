@@ -3,6 +3,7 @@
 package fsutil
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -11,6 +12,15 @@ import (
 // directory renamed into place. Missing parent directories are created
 // (0700: they may hold secrets).
 func WriteFile(path string, data []byte, mode os.FileMode) error {
+	return WriteFileFrom(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFileFrom is WriteFile for content too big to hold in memory (image
+// archives): write streams it into the temporary file.
+func WriteFileFrom(path string, mode os.FileMode, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -19,7 +29,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

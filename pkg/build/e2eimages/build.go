@@ -20,8 +20,10 @@ var DebianPackages = []string{"apache2", "bind9-dnsutils", "ca-certificates", "c
 
 // Inputs are what the images are made from.
 type Inputs struct {
-	// Bin holds the programs: agnhost, nnp, sample-apiserver, etcd, coredns.
+	// Bin holds the programs: agnhost, nonewprivs, sample-apiserver, etcd.
 	Bin string
+	// CoreDNS is the coredns program agnhost and jessie-dnsutils carry.
+	CoreDNS string
 	// K8sDir is the k8s.io/kubernetes module's directory (test/images data).
 	K8sDir string
 	// Busybox is Debian's busybox-static binary.
@@ -67,20 +69,16 @@ func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {
 		}
 		layer, err = images.DirLayer(overlay, top)
 		spec.Layers = []images.Layer{base, layer}
-		return spec, err
 	case Busybox:
-		links, err := images.BusyboxApplets(in.Busybox)
-		if err != nil {
-			return spec, err
-		}
-		layer, err = images.FilesLayer(map[string]string{"/bin/busybox": in.Busybox}, links, top)
+		layer, err = images.BusyboxLayer(in.Busybox, top)
 		spec.Config = images.Config{Cmd: []string{"sh"}}
+		spec.Layers = []images.Layer{layer}
 	case Scratch:
 		var files map[string]string
 		files, spec.Config = in.scratchFiles(img.Name)
 		layer, err = images.FilesLayer(files, nil, top)
+		spec.Layers = []images.Layer{layer}
 	}
-	spec.Layers = []images.Layer{layer}
 	return spec, err
 }
 

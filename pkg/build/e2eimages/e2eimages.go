@@ -50,8 +50,6 @@ type Image struct {
 	Kind Kind
 	// Registry overrides Registry.
 	Registry string
-	// Upstream says what upstream's image is and how this one differs.
-	Upstream string
 }
 
 // Refs are the image's full references.
@@ -67,21 +65,21 @@ func (i Image) Refs() []string {
 	return refs
 }
 
-// Set is every image the [Conformance] specs of 1.32 use (found from the
-// imageutils references of the files that hold [Conformance] specs, and
-// checked against e2e.test --list-images by a test of the built binary).
+// Set is every image the [Conformance] specs of 1.32 use, found from the
+// imageutils references of the e2e files that hold [Conformance] specs.
+// How each differs from upstream's: docs/conformance.md.
 var Set = []Image{
-	{Name: "agnhost", Tags: []string{"2.53"}, Kind: Debian, Upstream: "agnhost from k8s.io/kubernetes test/images/agnhost at v1.32.5, on Debian bookworm instead of Alpine 3.19 (same tools: dig, curl, nc, ip, iperf, bash, and coredns)"},
-	{Name: "busybox", Tags: []string{"1.36.1-1", "1.29-2"}, Kind: Busybox, Upstream: "Debian bookworm's busybox-static (1.35) instead of busybox 1.36.1 / 1.29"},
-	{Name: "httpd", Tags: []string{"2.4.38-4", "2.4.39-4"}, Kind: Debian, Upstream: "Debian bookworm's apache2 (2.4.6x) laid out like the httpd image (/usr/local/apache2/htdocs, httpd-foreground); both tags are the same image"},
-	{Name: "nginx", Tags: []string{"1.14-4", "1.15-4"}, Kind: Debian, Upstream: "Debian bookworm's nginx (1.22) serving /usr/share/nginx/html like the nginx image; both tags are the same image"},
-	{Name: "jessie-dnsutils", Tags: []string{"1.7"}, Kind: Debian, Upstream: "Debian bookworm's dnsutils (dig, nslookup) instead of Debian jessie's, plus coredns"},
-	{Name: "nautilus", Tags: []string{"1.7"}, Kind: Debian, Upstream: "agnhost test-webserver with test/images/nautilus/html, as upstream (which uses agnhost 2.33)"},
-	{Name: "kitten", Tags: []string{"1.7"}, Kind: Debian, Upstream: "agnhost test-webserver with test/images/kitten/html, as upstream (which uses agnhost 2.33)"},
-	{Name: "nonroot", Tags: []string{"1.4"}, Kind: Debian, Upstream: "Debian bookworm with USER 1234, as upstream's debian-base image"},
-	{Name: "nonewprivs", Tags: []string{"1.3"}, Kind: Scratch, Upstream: "nnp from test/images/nonewprivs, setuid, on an empty base instead of Alpine 3.6"},
-	{Name: "sample-apiserver", Tags: []string{"1.29.2"}, Kind: Scratch, Upstream: "built from k8s.io/sample-apiserver v0.32.5 (upstream's 1.29.2 tag is the 1.29 build of the same program), on an empty base"},
-	{Name: "etcd", Tags: []string{"3.5.16-0"}, Kind: Scratch, Registry: EtcdRegistry, Upstream: "etcd v3.5.16 from go.etcd.io/etcd/server/v3 (etcdmain), /usr/local/bin/etcd on an empty base instead of distroless"},
+	{Name: "agnhost", Tags: []string{"2.53"}, Kind: Debian},
+	{Name: "busybox", Tags: []string{"1.36.1-1", "1.29-2"}, Kind: Busybox},
+	{Name: "httpd", Tags: []string{"2.4.38-4", "2.4.39-4"}, Kind: Debian},
+	{Name: "nginx", Tags: []string{"1.14-4", "1.15-4"}, Kind: Debian},
+	{Name: "jessie-dnsutils", Tags: []string{"1.7"}, Kind: Debian},
+	{Name: "nautilus", Tags: []string{"1.7"}, Kind: Debian},
+	{Name: "kitten", Tags: []string{"1.7"}, Kind: Debian},
+	{Name: "nonroot", Tags: []string{"1.4"}, Kind: Debian},
+	{Name: "nonewprivs", Tags: []string{"1.3"}, Kind: Scratch},
+	{Name: "sample-apiserver", Tags: []string{"1.29.2"}, Kind: Scratch},
+	{Name: "etcd", Tags: []string{"3.5.16-0"}, Kind: Scratch, Registry: EtcdRegistry},
 }
 
 // Refs lists every reference of Set, sorted.

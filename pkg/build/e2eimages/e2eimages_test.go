@@ -1,10 +1,14 @@
 package e2eimages
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"k1m.dev/k1m/pkg/build/images"
 )
 
 // The keys must be e2e's RegistryList yaml names
@@ -49,5 +53,24 @@ func TestDebianKeyFollowsThePackages(t *testing.T) {
 	defer func() { DebianPackages = DebianPackages[:len(DebianPackages)-1] }()
 	if debianKey() == before {
 		t.Error("adding a package keeps the cached Debian tree")
+	}
+}
+
+func TestSpecReportsALayerThatCannotBeWritten(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("needs Debian's busybox-static (make deps-cluster)")
+	}
+	work := filepath.Join(t.TempDir(), "work")
+	if err := os.WriteFile(work, nil, 0o644); err != nil { // a file where the layers folder goes
+		t.Fatal(err)
+	}
+	in := Inputs{Busybox: "/bin/busybox", Work: work}
+	for _, img := range Set {
+		if img.Kind == Debian {
+			continue
+		}
+		if _, err := in.spec(img, images.Layer{}); err == nil {
+			t.Errorf("image %s: no error though its layer could not be written", img.Name)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func (in Inputs) fillOverlay(name, dir string) (images.Config, error) {
 	case "nginx":
 		cfg = nginx(o)
 	case "jessie-dnsutils":
-		o.copy("coredns", filepath.Join(in.Bin, "coredns"), 0o755)
+		o.copy("coredns", in.CoreDNS, 0o755)
 		cfg = images.Config{Cmd: []string{"/bin/bash"}}
 	case "nonroot":
 		cfg = images.Config{Cmd: []string{"/bin/sh"}, User: "1234"}
@@ -99,7 +99,7 @@ func (in Inputs) fillOverlay(name, dir string) (images.Config, error) {
 func (in Inputs) agnhost(o *overlay) images.Config {
 	o.copy("agnhost", filepath.Join(in.Bin, "agnhost"), 0o755)
 	o.symlink("agnhost-2", "agnhost")
-	o.copy("coredns", filepath.Join(in.Bin, "coredns"), 0o755)
+	o.copy("coredns", in.CoreDNS, 0o755)
 	porter := filepath.Join(in.K8sDir, "test", "images", "agnhost", "porter")
 	o.copy("localhost.crt", filepath.Join(porter, "localhost.crt"), 0o644)
 	o.copy("localhost.key", filepath.Join(porter, "localhost.key"), 0o644)

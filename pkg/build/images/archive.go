@@ -16,7 +16,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // Config is the part of an image's config a container runtime reads.
@@ -68,23 +71,11 @@ func Write(img Image, path string) error {
 // WriteArchive writes specs as one docker archive at path (atomically),
 // streaming the layer files into it.
 func WriteArchive(path string, specs ...Spec) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	err := fsutil.WriteFileFrom(path, 0o644, func(w io.Writer) error { return writeArchive(w, specs) })
 	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := writeArchive(tmp, specs); err != nil {
-		tmp.Close()
 		return fmt.Errorf("writing image archive %s: %w", path, err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }
 
 type manifestEntry struct {
@@ -162,7 +153,7 @@ func (s Spec) configJSON() ([]byte, error) {
 
 func hasPath(env []string) bool {
 	for _, e := range env {
-		if len(e) > 5 && e[:5] == "PATH=" {
+		if strings.HasPrefix(e, "PATH=") {
 			return true
 		}
 	}

@@ -21,3 +21,13 @@ func BusyboxApplets(path string) (map[string]string, error) {
 	}
 	return links, nil
 }
+
+// BusyboxLayer is a layer of the busybox binary at path as /bin/busybox
+// and a /bin link for each of its applets.
+func BusyboxLayer(path, layerPath string) (Layer, error) {
+	links, err := BusyboxApplets(path)
+	if err != nil {
+		return Layer{}, err
+	}
+	return FilesLayer(map[string]string{"/bin/busybox": path}, links, layerPath)
+}

@@ -51,7 +51,7 @@ func (p project) conformance() error {
 		return err
 	}
 	coredns := filepath.Join(p.out, "images", "bin", "coredns")
-	if err := copyFile(coredns, filepath.Join(bin, "coredns")); err != nil {
+	if _, err := os.Stat(coredns); err != nil {
 		return fmt.Errorf("%w: build the node images first (make images)", err)
 	}
 	mirror := os.Getenv("K1M_DEBIAN_MIRROR")
@@ -66,7 +66,7 @@ func (p project) conformance() error {
 	if err != nil {
 		return err
 	}
-	in := e2eimages.Inputs{Bin: bin, K8sDir: k8sDir, Busybox: busyboxPath, Work: work, Mirror: mirror, Log: p.log}
+	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, Work: work, Mirror: mirror, Log: p.log}
 	if err := e2eimages.Build(in, filepath.Join(imgDir, "e2e-test-images.tar")); err != nil {
 		return err
 	}
@@ -121,11 +121,7 @@ func (p project) conformanceBinaries(bin string) error {
 // k1m-conformance, whose `worker` plays Sonobuoy's sidecar.
 func (p project) conformanceImage(bin, path string) error {
 	work := filepath.Join(filepath.Dir(path), "..", "work")
-	links, err := images.BusyboxApplets(busyboxPath)
-	if err != nil {
-		return err
-	}
-	base, err := images.FilesLayer(map[string]string{"/bin/busybox": busyboxPath}, links, filepath.Join(work, "layers", "busybox.tar"))
+	base, err := images.BusyboxLayer(busyboxPath, filepath.Join(work, "layers", "busybox.tar"))
 	if err != nil {
 		return err
 	}
@@ -167,14 +163,6 @@ func (p project) moduleDir(module string) (string, error) {
 		return "", fmt.Errorf("locating module %s: %w", module, err)
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o755)
 }
 
 // checkConformanceTag keeps the conformance image's tag on the pinned
