@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -160,22 +161,9 @@ func hasPath(env []string) bool {
 	return false
 }
 
+// addLayerFile stores a layer tar inside the archive.
 func addLayerFile(tw *tar.Writer, name string, l Layer) error {
-	f, err := os.Open(l.Path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: info.Size(), Mode: 0o644, ModTime: epoch}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	_, err = io.Copy(tw, f)
-	return err
+	return addDiskFile(tw, name, l.Path, func(fs.FileMode) int64 { return 0o644 })
 }
 
 func addFile(tw *tar.Writer, name string, data []byte, mode int64) error {

@@ -55,7 +55,7 @@ func FilesLayer(files, symlinks map[string]string, path string) (Layer, error) {
 			if err := addParents(tw, rel, dirs); err != nil {
 				return err
 			}
-			if err := addDiskFile(tw, rel, files[name]); err != nil {
+			if err := addDiskFile(tw, rel, files[name], tarMode); err != nil {
 				return err
 			}
 		}
@@ -88,7 +88,9 @@ func addParents(tw *tar.Writer, rel string, dirs map[string]bool) error {
 	return nil
 }
 
-func addDiskFile(tw *tar.Writer, rel, src string) error {
+// addDiskFile copies the regular file src into the tar as name, with the
+// mode mode derives from the file's.
+func addDiskFile(tw *tar.Writer, name, src string, mode func(fs.FileMode) int64) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return err
@@ -101,7 +103,7 @@ func addDiskFile(tw *tar.Writer, rel, src string) error {
 	if !info.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", src)
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Size: info.Size(), Mode: tarMode(info.Mode()), ModTime: epoch}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: info.Size(), Mode: mode(info.Mode()), ModTime: epoch}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
