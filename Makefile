@@ -12,7 +12,7 @@ NODES     ?= 1
 FLAVOR    ?= k1m
 K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 
-.PHONY: all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -63,6 +63,25 @@ conformance: conformance-images ## run the suite as Sonobuoy does against the ru
 
 conformance-test: deps-cluster build images conformance-images ## make test's part: a 3-node cluster, MODE=quick then the curated specs, then down
 	hack/conformance-test.sh
+
+deps-kind: ## install what kind images and clusters need (docker.io, debootstrap, the cluster packages)
+	@hack/install-deps.sh build cluster conformance kind
+
+KIND_ENV = KIND=$(OUT)/kind/bin/kind OUT=$(OUT)
+
+kind-image: deps-kind build images ## build the kind base and node images offline (k1m.local/kind-node) and load them into Docker; cached by inputs
+	$(K1M_BUILD) kind-tools $(K1M_FLAGS)
+	hack/docker.sh up $(OUT)/kind/bin/k1m-docker-runc
+	$(K1M_BUILD) kind-image $(K1M_FLAGS)
+
+kind-up: kind-image ## a kind cluster from the node image: 1 control plane + 2 workers, IPv6 only (manifests/kind/cluster.yaml)
+	$(KIND_ENV) hack/kind.sh up
+
+kind-down: ## delete the kind cluster and its network; PURGE=1 also removes k1m's kind images and the dockerd k1m started
+	$(KIND_ENV) PURGE=$(PURGE) hack/kind.sh down
+
+kind-test: kind-image conformance-images ## a fresh kind cluster checked through the API (test/kind), then conformance quick mode, then down
+	$(KIND_ENV) hack/kind.sh test
 
 verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
 	$(K1M_BUILD) verify $(K1M_FLAGS)

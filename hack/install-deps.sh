@@ -14,6 +14,9 @@ declare -A PACKAGES=(
   # Conformance: debootstrap makes the Debian root of the e2e test images
   # (apache2, nginx, dnsutils, ... come from the Debian mirror through it).
   [conformance]="debootstrap"
+  # kind: a Docker engine to run kind's node containers (hack/docker.sh
+  # starts dockerd when none runs); debootstrap (above) makes the base image.
+  [kind]="docker.io"
 )
 
 need=()

@@ -24,6 +24,7 @@ import (
 	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/preflight"
 )
 
@@ -59,7 +60,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := kubeconfig.Write(p.bootstrapKubeconfig(), boot); err != nil {
 		return err
 	}
-	if err := enableForwarding(); err != nil {
+	if err := podnet.EnableForwarding(); err != nil {
 		return err
 	}
 	restrict, err := containerd.LacksSysResource()
@@ -99,7 +100,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	network{self: nodeName, confDir: p.cniConfDir(), ipamDir: p.cniIPAMDir()}.run(ctx, client)
+	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir()}.Run(ctx, client)
 	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
 	proxy := multicall.Start(ctx, "kube-proxy", proxyArgs(p, nodeName, cfg.ProxyMode, found.Settings.ClusterCIDR))
 	select {

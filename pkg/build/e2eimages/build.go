@@ -1,15 +1,13 @@
 package e2eimages
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/build/debian"
 	"k1m.dev/k1m/pkg/build/images"
 )
 
@@ -119,43 +117,8 @@ func (in Inputs) debianLayer() (images.Layer, error) {
 }
 
 // debianKey names the Debian tree after what goes into it.
-func debianKey() string {
-	sum := sha256.Sum256([]byte("bookworm minbase " + strings.Join(DebianPackages, ",")))
-	return hex.EncodeToString(sum[:])[:12]
-}
+func debianKey() string { return debian.Key(DebianPackages) }
 
-// debootstrap makes root unless a finished one is there; it builds in a
-// temporary directory so a stopped run leaves nothing half made behind.
 func (in Inputs) debootstrap(root string) error {
-	done := root + ".complete"
-	if _, err := os.Stat(done); err == nil {
-		return nil
-	}
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return fmt.Errorf("debootstrap not found: install it (make deps-conformance, or apt-get install debootstrap)")
-	}
-	tmp := root + ".partial"
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	fmt.Fprintf(in.Log, "e2e images: debootstrap bookworm with %s from %s (about a minute)\n", strings.Join(DebianPackages, ","), in.Mirror)
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(DebianPackages, ","), "bookworm", tmp, in.Mirror)
-	cmd.Stdout, cmd.Stderr = in.Log, in.Log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("debootstrap bookworm into %s: %w (is %s reachable?)", tmp, err, in.Mirror)
-	}
-	// Downloaded packages and indexes are not part of an image.
-	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*", "var/log/*.log", "var/cache/debconf/*-old"} {
-		matches, _ := filepath.Glob(filepath.Join(tmp, glob))
-		for _, m := range matches {
-			os.RemoveAll(m)
-		}
-	}
-	if err := os.RemoveAll(root); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, root); err != nil {
-		return err
-	}
-	return os.WriteFile(done, nil, 0o644)
+	return debian.Bootstrap(root, DebianPackages, in.Mirror, "e2e images", in.Log)
 }

@@ -30,6 +30,8 @@ type Config struct {
 	Env        []string // PATH is added when missing
 	User       string
 	WorkingDir string
+	StopSignal string            // e.g. SIGRTMIN+3 for systemd; empty: the runtime's default
+	Labels     map[string]string // image labels (docker image inspect shows them)
 }
 
 // Spec is one image of an archive: its names, config and layers (bottom
@@ -137,18 +139,25 @@ func (s Spec) configJSON() ([]byte, error) {
 	for _, l := range s.Layers {
 		diffIDs = append(diffIDs, "sha256:"+l.DiffID)
 	}
+	config := map[string]any{
+		"Entrypoint": s.Config.Entrypoint,
+		"Cmd":        s.Config.Cmd,
+		"User":       s.Config.User,
+		"WorkingDir": s.Config.WorkingDir,
+		"Env":        env,
+	}
+	if s.Config.StopSignal != "" {
+		config["StopSignal"] = s.Config.StopSignal
+	}
+	if len(s.Config.Labels) > 0 {
+		config["Labels"] = s.Config.Labels
+	}
 	return json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"Entrypoint": s.Config.Entrypoint,
-			"Cmd":        s.Config.Cmd,
-			"User":       s.Config.User,
-			"WorkingDir": s.Config.WorkingDir,
-			"Env":        env,
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+		"config":       config,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
 }
 

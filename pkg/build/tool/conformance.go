@@ -54,10 +54,7 @@ func (p project) conformance() error {
 	if _, err := os.Stat(coredns); err != nil {
 		return fmt.Errorf("%w: build the node images first (make images)", err)
 	}
-	mirror := os.Getenv("K1M_DEBIAN_MIRROR")
-	if mirror == "" {
-		mirror = "http://deb.debian.org/debian"
-	}
+	mirror := debianMirror()
 	k8sDir, err := p.moduleDir("k8s.io/kubernetes")
 	if err != nil {
 		return err

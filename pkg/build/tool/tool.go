@@ -27,6 +27,8 @@ Commands:
   ldflags    print the -ldflags that stamp a binary's version (--flavor k1m|stock)
   images     build the image archives a cluster imports (pause, CoreDNS, busybox) into OUT/images
   conformance  build e2e.test, ginkgo, the conformance image and the test images into OUT/conformance
+  kind-tools build the kind CLI, k1m-docker-runc, k1m-cni, etcd and crictl into OUT/kind/bin
+  kind-image build the kind base and node images and load them into Docker (cached by inputs)
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
   test-patched  run the tests of those packages on the patched tree (OUT/go.work)
@@ -77,6 +79,10 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		return p.images()
 	case "conformance":
 		return p.conformance()
+	case "kind-tools":
+		return p.kindTools()
+	case "kind-image":
+		return p.kindImage()
 	case "verify":
 		return p.verify(stdout)
 	case "packages":

@@ -1,4 +1,9 @@
-package agent
+// Package podnet keeps a node's pod network in line with the Node objects:
+// the CNI config for the node's pod range (a bridge with host-local
+// addresses) and one route per other node's pod range through that node
+// ("host-gw": the nodes share a link, no encapsulation). k1m agent runs it
+// in process; the kind node image runs it as the k1m-cni DaemonSet.
+package podnet
 
 import (
 	"context"
@@ -84,15 +89,16 @@ func internalIPv6(n *corev1.Node) net.IP {
 	return nil
 }
 
-// network keeps the node's CNI config and pod routes in line with the
+// Network keeps one node's CNI config and pod routes in line with the
 // Node objects.
-type network struct {
-	self    string
-	confDir string
-	ipamDir string
+type Network struct {
+	Self    string // this node's name
+	ConfDir string // where the CNI config goes (the kubelet's CNI conf dir)
+	IPAMDir string // host-local's data directory
 }
 
-func (nw network) run(ctx context.Context, client kubernetes.Interface) {
+// Run watches the nodes until ctx ends; it returns once the watch started.
+func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Nodes()
 	sync := func() { nw.sync(informer.Lister()) }
@@ -104,46 +110,46 @@ func (nw network) run(ctx context.Context, client kubernetes.Interface) {
 	factory.Start(ctx.Done())
 }
 
-func (nw network) sync(lister corelisters.NodeLister) {
+func (nw Network) sync(lister corelisters.NodeLister) {
 	nodes, err := lister.List(labels.Everything())
 	if err != nil {
-		klog.ErrorS(err, "k1m agent: listing nodes")
+		klog.ErrorS(err, "k1m pod network: listing nodes")
 		return
 	}
 	for _, n := range nodes {
-		if n.Name == nw.self && len(n.Spec.PodCIDRs) > 0 {
+		if n.Name == nw.Self && len(n.Spec.PodCIDRs) > 0 {
 			if err := nw.writeCNIConfig(n.Spec.PodCIDRs[0]); err != nil {
-				klog.ErrorS(err, "k1m agent: writing the CNI config")
+				klog.ErrorS(err, "k1m pod network: writing the CNI config")
 			}
 		}
 	}
-	for _, r := range podRoutes(nodes, nw.self) {
+	for _, r := range podRoutes(nodes, nw.Self) {
 		route := &netlink.Route{Dst: r.dst, Gw: r.via}
 		if err := netlink.RouteReplace(route); err != nil {
-			klog.ErrorS(err, "k1m agent: adding the route to a node's pods", "dst", r.dst, "via", r.via)
+			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)
 		}
 	}
 }
 
 // writeCNIConfig writes the config once the node has its pod range; the
 // kubelet reports the node Ready only when the network is configured.
-func (nw network) writeCNIConfig(podCIDR string) error {
-	conf, err := cniConfig(podCIDR, nw.ipamDir)
+func (nw Network) writeCNIConfig(podCIDR string) error {
+	conf, err := cniConfig(podCIDR, nw.IPAMDir)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(nw.confDir, "10-k1m.conflist")
+	path := filepath.Join(nw.ConfDir, "10-k1m.conflist")
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(conf) {
 		return nil
 	}
-	klog.InfoS("k1m agent: CNI network configured", "podCIDR", podCIDR, "path", path)
+	klog.InfoS("k1m pod network: CNI network configured", "podCIDR", podCIDR, "path", path)
 	return fsutil.WriteFile(path, conf, 0o644)
 }
 
-// enableForwarding turns on IPv6 forwarding (pods reach other nodes
+// EnableForwarding turns on IPv6 forwarding (pods reach other nodes
 // through this one) and lets bridged pod traffic through ip6tables, so
 // kube-proxy's Service rules apply between pods of one node.
-func enableForwarding() error {
+func EnableForwarding() error {
 	for path, value := range map[string]string{
 		"/proc/sys/net/ipv6/conf/all/forwarding":        "1",
 		"/proc/sys/net/bridge/bridge-nf-call-ip6tables": "1",

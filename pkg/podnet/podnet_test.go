@@ -1,0 +1,71 @@
+package podnet
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestCNIConfigUsesTheNodeRange(t *testing.T) {
+	raw, err := cniConfig("fddf:4035:b500:3::/64", "/d/ipam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []struct {
+			Type string `json:"type"`
+			IPAM struct {
+				Ranges [][]struct{ Subnet string } `json:"ranges"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(raw, &conf); err != nil {
+		t.Fatal(err)
+	}
+	if conf.Plugins[0].Type != "bridge" || conf.Plugins[0].IPAM.Ranges[0][0].Subnet != "fddf:4035:b500:3::/64" {
+		t.Fatalf("unexpected CNI config: %s", raw)
+	}
+}
+
+func TestPodRoutesGoThroughEachOtherNode(t *testing.T) {
+	node := func(name, ip string, cidrs ...string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{PodCIDRs: cidrs},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+	}
+	routes := podRoutes([]*corev1.Node{
+		node("self", "fddf:4035:b520::1", "fddf:4035:b500::/64"),
+		node("b", "fddf:4035:b520::12", "fddf:4035:b500:2::/64"),
+		node("a", "fddf:4035:b520::11", "fddf:4035:b500:1::/64"),
+		node("v4", "10.0.0.1", "fddf:4035:b500:4::/64"),
+		node("no-range", "fddf:4035:b520::13"),
+	}, "self")
+	if len(routes) != 2 {
+		t.Fatalf("routes %v, want two (not to self, not via IPv4, not without a range)", routes)
+	}
+	if routes[0].dst.String() != "fddf:4035:b500:1::/64" || routes[0].via.String() != "fddf:4035:b520::11" {
+		t.Errorf("first route %v via %v", routes[0].dst, routes[0].via)
+	}
+}
+
+func TestOptionsNameTheBadFlag(t *testing.T) {
+	good := Options{NodeName: "n1", ConfDir: "/etc/cni/net.d", IPAMDir: "/var/lib/cni/k1m", APIEndpoint: "[fc00::2]:6443"}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for want, mutate := range map[string]func(*Options){
+		"--node-name":    func(o *Options) { o.NodeName = "" },
+		"--cni-conf-dir": func(o *Options) { o.ConfDir = "net.d" },
+		"--ipam-dir":     func(o *Options) { o.IPAMDir = "ipam" },
+		"--api-endpoint": func(o *Options) { o.APIEndpoint = "fc00::2" },
+	} {
+		o := good
+		mutate(&o)
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one naming the flag", want, err)
+		}
+	}
+}
