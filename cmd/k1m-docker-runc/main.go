@@ -1,6 +1,7 @@
 // Command k1m-docker-runc is the runtime hack/docker.sh registers as
 // dockerd's default on hosts whose root lacks CAP_SYS_RESOURCE: it drops
-// that capability from a container's OCI config (pkg/runcshim), then runs
+// that capability from a container's OCI config or exec process
+// (pkg/runcshim), then runs
 // the real runc with the same arguments.
 package main
 
@@ -26,9 +27,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "k1m-docker-runc: no runc in %v: apt-get install runc\n", runcPaths)
 		os.Exit(1)
 	}
-	if bundle := runcshim.BundleDir(os.Args[1:]); bundle != "" {
-		if err := runcshim.RewriteBundle(bundle); err != nil {
-			fmt.Fprintf(os.Stderr, "k1m-docker-runc: dropping %s from %s/config.json: %v\n", runcshim.Capability, bundle, err)
+	if spec := runcshim.SpecFile(os.Args[1:]); spec != "" {
+		if err := runcshim.Rewrite(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "k1m-docker-runc: dropping %s from %s: %v\n", runcshim.Capability, spec, err)
 			os.Exit(1)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Capability is the one the shim removes.
@@ -18,47 +19,72 @@ const Capability = "CAP_SYS_RESOURCE"
 // capabilitySets are the OCI process.capabilities lists.
 var capabilitySets = []string{"bounding", "effective", "inheritable", "permitted", "ambient"}
 
-// BundleDir is the OCI bundle of a runc create or run call ("" for other
-// calls): --bundle/-b, or the working directory, as runc itself decides.
-func BundleDir(args []string) string {
-	command, bundle := "", ""
+// SpecFile is the JSON file a runc call takes capabilities from ("" for
+// calls that start no process): create and run read the bundle's
+// config.json (--bundle/-b, else the working directory), exec reads its
+// --process/-p file (docker exec --privileged asks for every capability).
+func SpecFile(args []string) string {
+	command, bundle, process := "", ".", ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		value := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
 		switch {
 		case a == "--bundle" || a == "-b":
-			if i+1 < len(args) {
-				bundle = args[i+1]
-				i++
-			}
-		case len(a) > 9 && a[:9] == "--bundle=":
-			bundle = a[9:]
-		case command == "" && (a == "create" || a == "run"):
+			bundle = value()
+		case strings.HasPrefix(a, "--bundle="):
+			bundle = strings.TrimPrefix(a, "--bundle=")
+		case a == "--process" || a == "-p":
+			process = value()
+		case strings.HasPrefix(a, "--process="):
+			process = strings.TrimPrefix(a, "--process=")
+		case command == "" && (a == "create" || a == "run" || a == "exec"):
 			command = a
 		}
 	}
-	if command == "" {
-		return ""
+	switch {
+	case command == "create" || command == "run":
+		return filepath.Join(bundle, "config.json")
+	case command == "exec" && process != "":
+		return process
 	}
-	if bundle == "" {
-		bundle = "."
-	}
-	return bundle
+	return ""
 }
 
-// DropCapability removes name from every capability set of an OCI config;
-// the other fields are kept as they are. It reports whether it changed.
+// DropCapability removes name from every capability set of an OCI config
+// or of a process spec (runc exec --process); the other fields are kept as
+// they are. It reports whether it changed anything.
 func DropCapability(config []byte, name string) ([]byte, bool, error) {
 	var spec map[string]json.RawMessage
 	if err := json.Unmarshal(config, &spec); err != nil {
 		return nil, false, fmt.Errorf("reading the OCI config: %w", err)
 	}
+	if _, isProcess := spec["capabilities"]; isProcess {
+		return dropFromProcess(spec, name)
+	}
 	var process map[string]json.RawMessage
 	if raw, ok := spec["process"]; !ok || json.Unmarshal(raw, &process) != nil {
 		return config, false, nil
 	}
+	out, changed, err := dropFromProcess(process, name)
+	if err != nil || !changed {
+		return config, false, err
+	}
+	spec["process"] = out
+	out, err = json.Marshal(spec)
+	return out, true, err
+}
+
+// dropFromProcess removes name from a process spec's capability sets.
+func dropFromProcess(process map[string]json.RawMessage, name string) ([]byte, bool, error) {
 	var caps map[string][]string
 	if raw, ok := process["capabilities"]; !ok || json.Unmarshal(raw, &caps) != nil {
-		return config, false, nil
+		return nil, false, nil
 	}
 	changed := false
 	for _, set := range capabilitySets {
@@ -75,22 +101,18 @@ func DropCapability(config []byte, name string) ([]byte, bool, error) {
 		}
 	}
 	if !changed {
-		return config, false, nil
+		return nil, false, nil
 	}
 	var err error
 	if process["capabilities"], err = json.Marshal(caps); err != nil {
 		return nil, false, err
 	}
-	if spec["process"], err = json.Marshal(process); err != nil {
-		return nil, false, err
-	}
-	out, err := json.Marshal(spec)
+	out, err := json.Marshal(process)
 	return out, true, err
 }
 
-// RewriteBundle drops Capability from the bundle's config.json in place.
-func RewriteBundle(bundle string) error {
-	path := filepath.Join(bundle, "config.json")
+// Rewrite drops Capability from the spec file at path, in place.
+func Rewrite(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -8,21 +8,36 @@ import (
 	"testing"
 )
 
-func TestBundleDirOnlyForCreateAndRun(t *testing.T) {
+func TestSpecFileOfCreateRunAndExec(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--root", "/r", "--log", "l", "create", "--bundle", "/b/1", "--pid-file", "p", "id"}, "/b/1"},
-		{[]string{"run", "-b", "/b/2", "id"}, "/b/2"},
-		{[]string{"create", "--bundle=/b/3", "id"}, "/b/3"},
-		{[]string{"create", "id"}, "."},
+		{[]string{"--root", "/r", "--log", "l", "create", "--bundle", "/b/1", "--pid-file", "p", "id"}, "/b/1/config.json"},
+		{[]string{"run", "-b", "/b/2", "id"}, "/b/2/config.json"},
+		{[]string{"create", "--bundle=/b/3", "id"}, "/b/3/config.json"},
+		{[]string{"create", "id"}, "config.json"},
+		{[]string{"--root", "/r", "exec", "--process", "/tmp/runc-process1", "--detach", "id"}, "/tmp/runc-process1"},
+		{[]string{"exec", "--process=/tmp/p3", "id"}, "/tmp/p3"},
+		{[]string{"exec", "id", "sh"}, ""},
 		{[]string{"--root", "/r", "start", "id"}, ""},
 		{[]string{"delete", "--force", "id"}, ""},
 	} {
-		if got := BundleDir(c.args); got != c.want {
-			t.Errorf("BundleDir(%q) = %q, want %q", c.args, got, c.want)
+		if got := SpecFile(c.args); got != c.want {
+			t.Errorf("SpecFile(%q) = %q, want %q", c.args, got, c.want)
 		}
+	}
+}
+
+func TestDropCapabilityFromAnExecProcess(t *testing.T) {
+	in := `{"args":["cat","/kind/version"],"capabilities":{"bounding":["CAP_SYS_RESOURCE","CAP_SYS_ADMIN"],"effective":["CAP_SYS_RESOURCE"]},"cwd":"/"}`
+	out, changed, err := DropCapability([]byte(in), Capability)
+	if err != nil || !changed {
+		t.Fatalf("changed=%v err=%v", changed, err)
+	}
+	want := `{"args":["cat","/kind/version"],"capabilities":{"bounding":["CAP_SYS_ADMIN"],"effective":[]},"cwd":"/"}`
+	if string(out) != want {
+		t.Errorf("process after drop:\n%s\nwant\n%s", out, want)
 	}
 }
 
@@ -65,13 +80,13 @@ func TestDropCapabilityLeavesAConfigWithoutItAlone(t *testing.T) {
 	}
 }
 
-func TestRewriteBundle(t *testing.T) {
+func TestRewriteInPlace(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
 	if err := os.WriteFile(path, []byte(`{"process":{"capabilities":{"bounding":["CAP_SYS_RESOURCE","CAP_SYS_ADMIN"]}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := RewriteBundle(dir); err != nil {
+	if err := Rewrite(path); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(path)
