@@ -67,11 +67,11 @@ conformance-test: deps-cluster build images conformance-images ## make test's pa
 deps-kind: ## install what kind images and clusters need (docker.io, debootstrap, the cluster packages)
 	@hack/install-deps.sh build cluster conformance kind
 
-KIND_ENV = KIND=$(OUT)/kind/bin/kind OUT=$(OUT)
+KIND_ENV = KIND=$(OUT)/kind/bin/kind OUT=$(OUT) DOCKER_DIR=$(OUT)/docker
 
 kind-image: deps-kind build images ## build the kind base and node images offline (k1m.local/kind-node) and load them into Docker; cached by inputs
 	$(K1M_BUILD) kind-tools $(K1M_FLAGS)
-	hack/docker.sh up $(OUT)/kind/bin/k1m-docker-runc
+	DOCKER_DIR=$(OUT)/docker hack/docker.sh up $(OUT)/kind/bin/k1m-docker-runc
 	$(K1M_BUILD) kind-image $(K1M_FLAGS)
 
 kind-up: kind-image ## a kind cluster from the node image: 1 control plane + 2 workers, IPv6 only (manifests/kind/cluster.yaml)
@@ -94,7 +94,7 @@ unit: deps-build ## unit tests of k1m's own code, built against the patched tree
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
-test: verify unit integration conformance-test ## the test command (README.md); CI runs exactly this
+test: verify unit integration conformance-test kind-test ## the test command (README.md); CI runs exactly this
 
 BENCH_ARGS ?=
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \

@@ -17,6 +17,7 @@ IMAGE=${IMAGE:-k1m.local/kind-node:latest}
 CONFIG=${CONFIG:-manifests/kind/cluster.yaml}
 KUBECONFIG_KIND=$OUT/kind/kubeconfig
 KUBECTL=$OUT/bin/kubectl
+export DOCKER_DIR=${DOCKER_DIR:-$OUT/docker}
 log() { echo "kind: $*"; }
 
 exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; }
@@ -71,9 +72,14 @@ conformance() { # Sonobuoy's quick mode against the running kind cluster
     --kubeconfig "$KUBECONFIG_KIND" --repo-list "$OUT/conformance/repo-list.yaml" --out "$OUT/kind/conformance"
 }
 
+finish() { # after a test: the cluster and the dockerd hack/docker.sh started go
+  down
+  hack/docker.sh down
+}
+
 test() { # a fresh cluster, the checks of test/kind, quick mode, then down
   down
-  trap down EXIT
+  trap finish EXIT
   up
   log "loading the busybox test image"
   "$KIND" load image-archive "$OUT/images/busybox.tar" --name "$NAME"

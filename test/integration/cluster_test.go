@@ -179,11 +179,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
+// k1mProcesses lists the k1m and containerd processes running, leaving out
+// Docker's own containerd and its shims (make kind-image starts dockerd).
+func k1mProcesses() string {
+	out, _ := exec.Command("pgrep", "-af", "k1m (server|agent)|containerd").Output()
+	var left []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" && !strings.Contains(line, "/var/run/docker/") && !strings.Contains(line, "-namespace moby") {
+			left = append(left, line)
+		}
+	}
+	return strings.Join(left, "\n")
+}
+
 // checkNothingLeft wants no k1m process, node namespace, mount, cgroup or
 // KUBE-* packet-filter chain after hack/cluster.sh down.
 func checkNothingLeft(t *testing.T, dataRoot string) {
-	if out, _ := exec.Command("pgrep", "-af", "k1m (server|agent)|containerd").Output(); len(out) > 0 {
-		t.Errorf("processes left after down:\n%s", out)
+	if left := k1mProcesses(); left != "" {
+		t.Errorf("processes left after down:\n%s", left)
 	}
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), "k1m-node-") || strings.Contains(string(out), "cni-") {
 		t.Errorf("network namespaces left after down:\n%s", out)
