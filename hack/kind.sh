@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-_output}
+[[ $OUT == /* ]] || OUT=$PWD/$OUT # the Go test runs in its own directory
 KIND=${KIND:-$OUT/kind/bin/kind}
 NAME=${NAME:-k1m}
 IMAGE=${IMAGE:-k1m.local/kind-node:latest}
@@ -83,7 +84,7 @@ test() { # a fresh cluster, the checks of test/kind, quick mode, then down
   up
   log "loading the busybox test image"
   "$KIND" load image-archive "$OUT/images/busybox.tar" --name "$NAME"
-  K1M_KIND_KUBECONFIG=$KUBECONFIG_KIND K1M_KIND_NAME=$NAME \
+  K1M_KIND_KUBECONFIG=$KUBECONFIG_KIND K1M_KIND_NAME=$NAME KUBECTL=$KUBECTL \
     go run ./cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 20m -v ./test/kind/
   conformance
 }
