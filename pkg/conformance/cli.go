@@ -53,6 +53,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type runFlags struct {
 	mode, kubeconfig, image, repoList, out, focus, skip string
 	parallel, keep                                      bool
+	procs                                               int
 	timeout                                             time.Duration
 }
 
@@ -68,6 +69,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 	fs.StringVar(&f.focus, "focus", "", "replace the mode's focus regexp (E2E_FOCUS)")
 	fs.StringVar(&f.skip, "skip", "", "replace the mode's skip regexp (E2E_SKIP)")
 	fs.BoolVar(&f.parallel, "parallel", false, "run specs in parallel (E2E_PARALLEL; Sonobuoy's modes run serially)")
+	fs.IntVar(&f.procs, "procs", 0, "with --parallel: ginkgo processes (E2E_EXTRA_GINKGO_ARGS=--procs=N; default one per CPU). Specs mostly wait, so more processes than CPUs shorten a run")
 	fs.BoolVar(&f.keep, "keep", false, "leave the run's namespace and pod after it ends")
 	fs.DurationVar(&f.timeout, "timeout", 6*time.Hour, "bound on the whole run")
 	if err := fs.Parse(args); err != nil {
@@ -87,6 +89,10 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 		mode.Skip = f.skip
 	}
 	mode.Parallel = f.parallel
+	if f.procs < 0 || (f.procs > 0 && !f.parallel) {
+		return f, mode, fmt.Errorf("--procs %d: want a positive number of ginkgo processes, with --parallel", f.procs)
+	}
+	mode.Procs = f.procs
 	if f.kubeconfig == "" {
 		return f, mode, fmt.Errorf("--kubeconfig (or KUBECONFIG) must name the cluster's kubeconfig")
 	}

@@ -142,7 +142,7 @@ func TestPodCarriesModeAndRepoList(t *testing.T) {
 	for _, e := range pod.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["E2E_FOCUS"] != "Pods should be submitted and removed" || env["E2E_PARALLEL"] != "false" || env["KUBE_TEST_REPO_LIST"] == "" {
+	if env["E2E_FOCUS"] != "Pods should be submitted and removed" || env["E2E_PARALLEL"] != "false" || env["E2E_EXTRA_GINKGO_ARGS"] != "" || env["KUBE_TEST_REPO_LIST"] == "" {
 		t.Fatalf("e2e env %v", env)
 	}
 	if !strings.Contains(env["E2E_EXTRA_ARGS"], "--progress-report-url=http://localhost:8099/progress") {
@@ -169,6 +169,8 @@ func TestRunFlagsAreChecked(t *testing.T) {
 		{[]string{"--mode", "quick"}, "--kubeconfig"},
 		{[]string{"--kubeconfig", "k", "--timeout", "-1s"}, "--timeout"},
 		{[]string{"--kubeconfig", "k", "extra"}, "no arguments"},
+		{[]string{"--kubeconfig", "k", "--procs", "4"}, "--procs"},
+		{[]string{"--kubeconfig", "k", "--parallel", "--procs", "-2"}, "--procs"},
 	} {
 		t.Setenv("KUBECONFIG", "")
 		_, _, err := parseRunFlags(c.args, io.Discard)
@@ -176,9 +178,15 @@ func TestRunFlagsAreChecked(t *testing.T) {
 			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.want)
 		}
 	}
-	f, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "certified-conformance", "--focus", "Lease", "--parallel"}, io.Discard)
-	if err != nil || m.Focus != "Lease" || !m.Parallel || f.kubeconfig != "k" {
+	f, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "certified-conformance", "--focus", "Lease", "--parallel", "--procs", "5"}, io.Discard)
+	if err != nil || m.Focus != "Lease" || !m.Parallel || m.Procs != 5 || f.kubeconfig != "k" {
 		t.Fatalf("%+v %+v %v", f, m, err)
+	}
+	_, _, _, _, pod := RunSpec{Mode: m}.objects()
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == "E2E_EXTRA_GINKGO_ARGS" && e.Value != "--procs=5" {
+			t.Errorf("E2E_EXTRA_GINKGO_ARGS %q, want --procs=5", e.Value)
+		}
 	}
 }
 

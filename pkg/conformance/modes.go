@@ -21,6 +21,9 @@ type Mode struct {
 	Focus    string
 	Skip     string
 	Parallel bool
+	// Procs is the number of ginkgo processes of a parallel run (0:
+	// ginkgo's default, one per CPU the e2e pod sees).
+	Procs int
 }
 
 // sonobuoyDefaultSkip is what Sonobuoy skips unless told otherwise.

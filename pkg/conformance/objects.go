@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,15 @@ func (s RunSpec) objects() (*corev1.Namespace, *corev1.ServiceAccount, *rbacv1.C
 	return ns, sa, crb, cm, s.pod(meta(PodName))
 }
 
+// ginkgoArgs are go-runner's extra ginkgo flags: the process count of a
+// parallel run.
+func (s RunSpec) ginkgoArgs() string {
+	if s.Mode.Parallel && s.Mode.Procs > 0 {
+		return fmt.Sprintf("--procs=%d", s.Mode.Procs)
+	}
+	return ""
+}
+
 func (s RunSpec) pod(meta metav1.ObjectMeta) *corev1.Pod {
 	parallel := "false"
 	if s.Mode.Parallel {
@@ -58,6 +68,7 @@ func (s RunSpec) pod(meta metav1.ObjectMeta) *corev1.Pod {
 		{Name: "E2E_PARALLEL", Value: parallel},
 		{Name: "E2E_EXTRA_ARGS", Value: strings.Join(append([]string{"--progress-report-url=http://localhost:" + ProgressPort + "/progress"}, s.Extra...), " ")},
 		{Name: "E2E_USE_GO_RUNNER", Value: "true"},
+		{Name: "E2E_EXTRA_GINKGO_ARGS", Value: s.ginkgoArgs()},
 		{Name: "RESULTS_DIR", Value: ResultsDir},
 	}
 	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, {Name: "results", MountPath: ResultsDir}}
