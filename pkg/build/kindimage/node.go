@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,10 +57,10 @@ func (n Node) inputFiles() map[string]string {
 	}
 }
 
-// InputsHash hashes the base key, the version, every input file's path,
-// size and modification time, and the generated files: what decides
-// whether a loaded node image is current. Reading 500 MB of binaries
-// would take longer than the whole cached build.
+// InputsHash hashes the base key, the version, the content of every input
+// file and the generated files: what decides whether a loaded node image
+// is current. Content, not modification times: make build and make images
+// rewrite unchanged outputs.
 func (in Inputs) InputsHash(n Node) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", in.BaseKey(), n.Version)
@@ -72,17 +73,26 @@ func (in Inputs) InputsHash(n Node) (string, error) {
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
+		if err := hashFile(h, p); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
 	}
 	for _, g := range generatedFiles(n) {
 		fmt.Fprintf(h, "%s %d %s\n", g.path, g.mode, g.data)
 	}
 	fmt.Fprintf(h, "%s\n", iptablesWrapper)
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func hashFile(h io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(h, "%s\n", path)
+	_, err = io.Copy(h, f)
+	return err
 }
 
 type generated struct {
