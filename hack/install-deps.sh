@@ -12,8 +12,9 @@ declare -A PACKAGES=(
   # kube-proxy programs, busybox for the test image, procps (sysctl, pgrep).
   [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static procps"
   # Conformance: debootstrap makes the Debian root of the e2e test images
-  # (apache2, nginx, dnsutils, ... come from the Debian mirror through it).
-  [conformance]="debootstrap"
+  # (apache2, nginx, dnsutils, ... come from the Debian mirror through it);
+  # bash-static is the busybox test image's sh (docs/conformance.md).
+  [conformance]="debootstrap bash-static"
   # kind: a Docker engine to run kind's node containers (hack/docker.sh
   # starts dockerd when none runs); debootstrap (above) makes the base image.
   [kind]="docker.io"

@@ -1,9 +1,11 @@
 // Package fsutil writes files so that a crash never leaves a half-written
-// one: certificates, keys, the join token, kubeconfigs and node configs.
+// one (certificates, keys, the join token, kubeconfigs and node configs),
+// and copies trees out of the read-only module cache.
 package fsutil
 
 import (
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -45,4 +47,33 @@ func WriteFileFrom(path string, mode os.FileMode, write func(io.Writer) error) e
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// CopyTree copies the directories and regular files under src into dst
+// (other entries are skipped), each file with the mode modeOf gives its
+// path relative to src. Copies of the read-only module cache come out
+// writable this way.
+func CopyTree(src, dst string, modeOf func(rel string) os.FileMode) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		mode := modeOf(rel)
+		if err := os.WriteFile(target, data, mode); err != nil {
+			return err
+		}
+		return os.Chmod(target, mode) // WriteFile's mode passes the umask
+	})
 }

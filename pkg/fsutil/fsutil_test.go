@@ -26,3 +26,40 @@ func TestWriteFileReplacesAtomicallyWithMode(t *testing.T) {
 		t.Errorf("temporary files left: %v", entries)
 	}
 }
+
+func TestCopyTreeGivesEachFileItsMode(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "bin"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "bin", "tool"), []byte("#!/bin/sh\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte("read me"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("README", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	modeOf := func(rel string) os.FileMode {
+		if filepath.Dir(rel) == "bin" {
+			return 0o755
+		}
+		return 0o644
+	}
+	if err := CopyTree(src, dst, modeOf); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]os.FileMode{"bin/tool": 0o755, "README": 0o644} {
+		fi, err := os.Stat(filepath.Join(dst, rel))
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v mode %v, want %v", rel, err, fi.Mode().Perm(), want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "link")); !os.IsNotExist(err) {
+		t.Errorf("a symlink was copied: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dst, "README")); string(data) != "read me" {
+		t.Errorf("README holds %q", data)
+	}
+}

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // Module is one Go module of the build list.
@@ -90,24 +90,7 @@ func Download(m *Module) error {
 // copyTree copies a module cache directory (read-only files) into dst as a
 // writable tree.
 func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
+	return fsutil.CopyTree(src, dst, func(string) os.FileMode { return 0o644 })
 }
 
 func sortedModules(set map[string]Module) []Module {

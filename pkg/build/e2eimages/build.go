@@ -26,6 +26,8 @@ type Inputs struct {
 	K8sDir string
 	// Busybox is Debian's busybox-static binary.
 	Busybox string
+	// BashStatic is Debian's bash-static binary, the busybox image's sh.
+	BashStatic string
 	// Work holds the Debian root file system and layers between builds.
 	Work string
 	// Mirror is the Debian mirror debootstrap uses.
@@ -68,7 +70,7 @@ func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {
 		layer, err = images.DirLayer(overlay, top)
 		spec.Layers = []images.Layer{base, layer}
 	case Busybox:
-		layer, err = images.BusyboxLayer(in.Busybox, top)
+		layer, err = in.busyboxLayer(top)
 		spec.Config = images.Config{Cmd: []string{"sh"}}
 		spec.Layers = []images.Layer{layer}
 	case Scratch:
@@ -78,6 +80,25 @@ func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {
 		spec.Layers = []images.Layer{layer}
 	}
 	return spec, err
+}
+
+// busyboxLayer is busybox with its applet links, but bash as sh: Debian's
+// busybox ash (and dash) drop environment variables whose names are not
+// shell identifiers before running a command, and the ConfigMap and
+// Secret "consumable via the environment" specs run `sh -c env` expecting
+// data-1=value-1. Upstream's busybox image passes them through; so does
+// bash.
+func (in Inputs) busyboxLayer(path string) (images.Layer, error) {
+	links, err := images.BusyboxApplets(in.Busybox)
+	if err != nil {
+		return images.Layer{}, err
+	}
+	if _, err := os.Stat(in.BashStatic); err != nil {
+		return images.Layer{}, fmt.Errorf("%w: the busybox test image's sh is Debian's bash-static (make deps-conformance installs it)", err)
+	}
+	links["/bin/sh"] = "bash"
+	delete(links, "/bin/bash")
+	return images.FilesLayer(map[string]string{"/bin/busybox": in.Busybox, "/bin/bash": in.BashStatic}, links, path)
 }
 
 // scratchFiles are the files and config of the images made of one program.

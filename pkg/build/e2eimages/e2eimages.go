@@ -39,7 +39,8 @@ const (
 	Debian Kind = iota
 	// Scratch images hold static programs and nothing else.
 	Scratch
-	// Busybox images are Debian's busybox-static and its applet links.
+	// Busybox images are Debian's busybox-static and its applet links,
+	// with Debian's bash-static as sh (see BusyboxShell).
 	Busybox
 )
 

@@ -1,6 +1,7 @@
 package e2eimages
 
 import (
+	"archive/tar"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +65,7 @@ func TestSpecReportsALayerThatCannotBeWritten(t *testing.T) {
 	if err := os.WriteFile(work, nil, 0o644); err != nil { // a file where the layers folder goes
 		t.Fatal(err)
 	}
-	in := Inputs{Busybox: "/bin/busybox", Work: work}
+	in := Inputs{Busybox: "/bin/busybox", BashStatic: "/bin/bash-static", Work: work}
 	for _, img := range Set {
 		if img.Kind == Debian {
 			continue
@@ -72,5 +73,41 @@ func TestSpecReportsALayerThatCannotBeWritten(t *testing.T) {
 		if _, err := in.spec(img, images.Layer{}); err == nil {
 			t.Errorf("image %s: no error though its layer could not be written", img.Name)
 		}
+	}
+}
+
+func TestBusyboxImageRunsBashAsSh(t *testing.T) {
+	for _, p := range []string{"/bin/busybox", "/bin/bash-static"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("needs %s (make deps-conformance)", p)
+		}
+	}
+	in := Inputs{Busybox: "/bin/busybox", BashStatic: "/bin/bash-static"}
+	layer, err := in.busyboxLayer(filepath.Join(t.TempDir(), "busybox.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(layer.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	entries := map[string]*tar.Header{}
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		entries[hdr.Name] = hdr
+	}
+	if sh := entries["bin/sh"]; sh == nil || sh.Typeflag != tar.TypeSymlink || sh.Linkname != "bash" {
+		t.Errorf("bin/sh is %+v, want a link to bash", sh)
+	}
+	if bash := entries["bin/bash"]; bash == nil || bash.Typeflag != tar.TypeReg {
+		t.Errorf("bin/bash is %+v, want bash-static", bash)
+	}
+	if env := entries["bin/env"]; env == nil || env.Linkname != "busybox" {
+		t.Errorf("bin/env is %+v, want busybox's applet", env)
 	}
 }

@@ -10,13 +10,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"k1m.dev/k1m/pkg/build/debian"
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // BasePackages are kindest/base's packages, with Debian's containerd, runc
@@ -67,7 +67,7 @@ func (in Inputs) BaseRoot() (string, error) {
 // and the kubelet enabled, containerd's config and base OCI spec.
 func (in Inputs) prepareBase(root string) error {
 	files := filepath.Join(in.KindDir, "images", "base", "files")
-	if err := copyTree(files, root); err != nil {
+	if err := fsutil.CopyTree(files, root, kindFileMode); err != nil {
 		return err
 	}
 	steps := []func(string) error{trimSystemd, placeBinaries, writeContainerdConfig, writeBaseSpec, enableUnits}
@@ -79,31 +79,13 @@ func (in Inputs) prepareBase(root string) error {
 	return os.MkdirAll(filepath.Join(root, "etc/kubernetes/manifests"), 0o755)
 }
 
-// copyTree copies kind's base files into root; scripts in bin directories
-// are executable, everything else is 0644, as in kind's Dockerfile.
-func copyTree(src, root string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		dst := filepath.Join(root, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if filepath.Base(filepath.Dir(path)) == "bin" {
-			mode = 0o755
-		}
-		if err := os.WriteFile(dst, data, mode); err != nil {
-			return err
-		}
-		return os.Chmod(dst, mode)
-	})
+// kindFileMode is the mode kind's Dockerfile gives its base files:
+// scripts in bin directories are executable, everything else is 0644.
+func kindFileMode(rel string) os.FileMode {
+	if filepath.Base(filepath.Dir(rel)) == "bin" {
+		return 0o755
+	}
+	return 0o644
 }
 
 // trimSystemd keeps systemd from starting what a container has no use for

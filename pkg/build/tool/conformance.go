@@ -13,6 +13,9 @@ import (
 	"k1m.dev/k1m/pkg/conformance"
 )
 
+// bashStaticPath is Debian's bash-static (hack/install-deps.sh conformance).
+const bashStaticPath = "/bin/bash-static"
+
 // conformancePrograms are built in the stock flavour: the suite and its
 // images come from unpatched v1.32.5 sources, so they test k1m rather than
 // share its patches. Binary names are the last path element.
@@ -63,7 +66,7 @@ func (p project) conformance() error {
 	if err != nil {
 		return err
 	}
-	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, Work: work, Mirror: mirror, Log: p.log}
+	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, BashStatic: bashStaticPath, Work: work, Mirror: mirror, Log: p.log}
 	if err := e2eimages.Build(in, filepath.Join(imgDir, "e2e-test-images.tar")); err != nil {
 		return err
 	}

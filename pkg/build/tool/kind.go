@@ -1,15 +1,16 @@
 package tool
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/build/apply"
 	"k1m.dev/k1m/pkg/build/kindimage"
 	"k1m.dev/k1m/pkg/build/stamp"
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // crictlVersion is the newest cri-tools the module proxy serves whole
@@ -66,22 +67,16 @@ func (p project) crictl(bin string) error {
 		return nil
 	}
 	fmt.Fprintf(p.log, "k1m-build: building crictl %s from its module\n", crictlVersion)
-	dir, err := p.downloadModule("sigs.k8s.io/cri-tools@" + crictlVersion)
-	if err != nil {
+	mod := apply.Module{Path: "sigs.k8s.io/cri-tools", Version: crictlVersion}
+	if err := apply.Download(&mod); err != nil {
 		return err
 	}
 	src := filepath.Join(p.out, "kind", "work", "cri-tools")
 	if err := os.RemoveAll(src); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+	if err := fsutil.CopyTree(mod.Dir, src, func(string) os.FileMode { return 0o644 }); err != nil {
 		return err
-	}
-	if out, err := exec.Command("cp", "-r", dir, src).CombinedOutput(); err != nil {
-		return fmt.Errorf("copying %s: %w: %s", dir, err, out)
-	}
-	if out, err := exec.Command("chmod", "-R", "u+w", src).CombinedOutput(); err != nil {
-		return fmt.Errorf("chmod %s: %w: %s", src, err, out)
 	}
 	abs, err := filepath.Abs(out)
 	if err != nil {
@@ -93,24 +88,6 @@ func (p project) crictl(bin string) error {
 	return runWithProgress(cmd, p.log, "crictl")
 }
 
-// downloadModule fetches module@version into the module cache and returns
-// its directory.
-func (p project) downloadModule(modVersion string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", modVersion)
-	cmd.Dir = p.root
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	cmd.Stderr = p.log
-	out, err := cmd.Output()
-	var info struct{ Dir, Error string }
-	if jerr := json.Unmarshal(out, &info); jerr == nil && info.Error != "" {
-		return "", fmt.Errorf("downloading %s: %s", modVersion, info.Error)
-	}
-	if err != nil || info.Dir == "" {
-		return "", fmt.Errorf("downloading %s: %v", modVersion, err)
-	}
-	return info.Dir, nil
-}
-
 // kindImage builds the base and node images (kindimage) and loads them
 // into Docker, unless the loaded node image was built from the same inputs.
 func (p project) kindImage() error {
@@ -118,8 +95,8 @@ func (p project) kindImage() error {
 	if err != nil {
 		return err
 	}
-	kindDir, err := p.downloadModule("sigs.k8s.io/kind@" + kindVersion)
-	if err != nil {
+	kindMod := apply.Module{Path: "sigs.k8s.io/kind", Version: kindVersion}
+	if err := apply.Download(&kindMod); err != nil {
 		return err
 	}
 	tools := filepath.Join(p.out, "kind", "bin")
@@ -137,7 +114,7 @@ func (p project) kindImage() error {
 	if err != nil {
 		return err
 	}
-	in := kindimage.Inputs{KindDir: kindDir, Work: work, Mirror: debianMirror(), Log: p.log}
+	in := kindimage.Inputs{KindDir: kindMod.Dir, Work: work, Mirror: debianMirror(), Log: p.log}
 	node := kindimage.Node{Version: strings.TrimSpace(string(version)), Bin: bin, CNI: filepath.Join(tools, "k1m-cni"),
 		Etcd: filepath.Join(tools, "etcd"), Crictl: filepath.Join(tools, "crictl"), ImageDir: filepath.Join(p.out, "images")}
 	hash, err := in.InputsHash(node)
