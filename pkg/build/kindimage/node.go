@@ -121,9 +121,13 @@ var nodeSymlinks = map[string]string{
 	"/etc/systemd/system/multi-user.target.wants/k1m-etcd-nofsync.path":      "/etc/systemd/system/k1m-etcd-nofsync.path",
 }
 
-// Build writes the base image's archive and the node image's archive
-// (base layer + node layer) under in.Work; it returns their paths.
-func (in Inputs) Build(n Node, inputsHash string) (baseArchive, nodeArchive string, err error) {
+// BaseRef is the base image's name.
+func (in Inputs) BaseRef() string { return BaseRepo + ":" + in.BaseKey() }
+
+// Build writes the node image's archive (base layer + node layer) under
+// in.Work and, with withBase, the base image's archive; it returns their
+// paths ("" for a base archive not written).
+func (in Inputs) Build(n Node, inputsHash string, withBase bool) (baseArchive, nodeArchive string, err error) {
 	root, err := in.BaseRoot()
 	if err != nil {
 		return "", "", err
@@ -132,11 +136,13 @@ func (in Inputs) Build(n Node, inputsHash string) (baseArchive, nodeArchive stri
 	if err != nil {
 		return "", "", err
 	}
-	baseArchive = filepath.Join(in.Work, "kind-base.tar")
-	baseSpec := images.Spec{Tags: []string{BaseRepo + ":" + in.BaseKey()}, Config: nodeConfig(), Layers: []images.Layer{base}}
-	fmt.Fprintf(in.Log, "kind image: writing %s (%s)\n", baseArchive, baseSpec.Tags[0])
-	if err := images.WriteArchive(baseArchive, baseSpec); err != nil {
-		return "", "", err
+	if withBase {
+		baseArchive = filepath.Join(in.Work, "kind-base.tar")
+		baseSpec := images.Spec{Tags: []string{in.BaseRef()}, Config: nodeConfig(), Layers: []images.Layer{base}}
+		fmt.Fprintf(in.Log, "kind image: writing %s (%s)\n", baseArchive, baseSpec.Tags[0])
+		if err := images.WriteArchive(baseArchive, baseSpec); err != nil {
+			return "", "", err
+		}
 	}
 	cp := filepath.Join(in.Work, "node", "control-plane.tar")
 	if err := in.controlPlaneImages(root, n, cp); err != nil {

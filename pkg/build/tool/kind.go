@@ -121,16 +121,23 @@ func (p project) kindImage() error {
 	if err != nil {
 		return err
 	}
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		return fmt.Errorf("no Docker engine answers (%s): make kind-image starts one (hack/docker.sh up)", strings.TrimSpace(string(out)))
+	}
 	ref := kindimage.NodeRef(node.Version)
 	if loaded, _ := exec.Command("docker", "image", "inspect", "-f", `{{index .Config.Labels "`+kindimage.InputsLabel+`"}}`, ref).Output(); strings.TrimSpace(string(loaded)) == hash {
 		fmt.Fprintf(p.log, "k1m-build: %s is up to date (inputs %s)\n", ref, hash)
 		return nil
 	}
-	base, nodeArchive, err := in.Build(node, hash)
+	haveBase := exec.Command("docker", "image", "inspect", in.BaseRef()).Run() == nil
+	base, nodeArchive, err := in.Build(node, hash, !haveBase)
 	if err != nil {
 		return err
 	}
 	for _, archive := range []string{base, nodeArchive} {
+		if archive == "" {
+			continue
+		}
 		fmt.Fprintf(p.log, "k1m-build: docker load -i %s\n", archive)
 		cmd := exec.Command("docker", "load", "-i", archive)
 		cmd.Stdout, cmd.Stderr = p.log, p.log
