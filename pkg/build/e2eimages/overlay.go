@@ -132,7 +132,8 @@ func httpd(o *overlay) images.Config {
 # Runs Debian's apache2 in the foreground, as the httpd image's command does.
 set -e
 . /etc/apache2/envvars
-mkdir -p "$APACHE_RUN_DIR" "$APACHE_LOCK_DIR" "$APACHE_LOG_DIR"
+# /var/lock links to /run/lock, and an image's /run starts empty.
+mkdir -p /run/lock "$APACHE_RUN_DIR" "$APACHE_LOCK_DIR" "$APACHE_LOG_DIR"
 rm -f "$APACHE_PID_FILE"
 exec apache2 -DFOREGROUND "$@"
 `, 0o755)
