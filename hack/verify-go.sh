@@ -4,7 +4,7 @@
 # cache with make build and make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unformatted=$(gofmt -l cmd pkg hack/benchplot)
+unformatted=$(gofmt -l cmd pkg test manifests conformance hack/benchplot)
 if [[ -n $unformatted ]]; then
   echo "gofmt: these files need formatting (run gofmt -w):" >&2
   echo "$unformatted" >&2
