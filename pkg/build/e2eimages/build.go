@@ -82,23 +82,39 @@ func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {
 	return spec, err
 }
 
-// busyboxLayer is busybox with its applet links, but bash as sh: Debian's
-// busybox ash (and dash) drop environment variables whose names are not
-// shell identifiers before running a command, and the ConfigMap and
-// Secret "consumable via the environment" specs run `sh -c env` expecting
-// data-1=value-1. Upstream's busybox image passes them through; so does
-// bash.
+// busyboxLayer lays busybox out as upstream's busybox image: the binary,
+// its applet links, /etc/passwd and /etc/group, /tmp, /root, /home, /var.
+// /bin/sh is busybox-sh (conformance/images/busybox-sh): busybox's ash,
+// or Debian's bash-static when the environment holds variables whose names
+// are not shell identifiers, which Debian's ash drops (upstream's passes
+// them through; the ConfigMap and Secret "consumable via the environment"
+// specs run `sh -c env` expecting data-1=value-1).
 func (in Inputs) busyboxLayer(path string) (images.Layer, error) {
 	links, err := images.BusyboxApplets(in.Busybox)
 	if err != nil {
 		return images.Layer{}, err
 	}
 	if _, err := os.Stat(in.BashStatic); err != nil {
-		return images.Layer{}, fmt.Errorf("%w: the busybox test image's sh is Debian's bash-static (make deps-conformance installs it)", err)
+		return images.Layer{}, fmt.Errorf("%w: the busybox test image runs Debian's bash-static for some commands (make deps-conformance installs it)", err)
 	}
-	links["/bin/sh"] = "bash"
+	delete(links, "/bin/sh")
 	delete(links, "/bin/bash")
-	return images.FilesLayer(map[string]string{"/bin/busybox": in.Busybox, "/bin/bash": in.BashStatic}, links, path)
+	etc := filepath.Join(filepath.Dir(path), "busybox-etc")
+	o := &overlay{dir: etc}
+	o.file("passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n", 0o644)
+	o.file("group", "root:x:0:\nnogroup:x:65534:\n", 0o644)
+	if o.err != nil {
+		return images.Layer{}, o.err
+	}
+	files := map[string]string{
+		"/bin/busybox": in.Busybox,
+		"/bin/bash":    in.BashStatic,
+		"/bin/sh":      filepath.Join(in.Bin, "busybox-sh"),
+		"/etc/passwd":  filepath.Join(etc, "passwd"),
+		"/etc/group":   filepath.Join(etc, "group"),
+	}
+	dirs := map[string]os.FileMode{"/tmp": os.ModeSticky | 0o777, "/root": 0o700, "/home": 0o755, "/var": 0o755, "/usr": 0o755}
+	return images.DirsFilesLayer(dirs, files, links, path)
 }
 
 // scratchFiles are the files and config of the images made of one program.

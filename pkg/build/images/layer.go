@@ -48,8 +48,25 @@ func NewLayer(path string, fill func(tw *tar.Writer) error) (Layer, error) {
 // FilesLayer is a layer of files copied from disk (modes kept, setuid
 // included; owner root) and symlinks, with their parent directories.
 func FilesLayer(files, symlinks map[string]string, path string) (Layer, error) {
+	return DirsFilesLayer(nil, files, symlinks, path)
+}
+
+// DirsFilesLayer is FilesLayer plus directories with the given modes (such
+// as /tmp, 1777), written first.
+func DirsFilesLayer(modes map[string]os.FileMode, files, symlinks map[string]string, path string) (Layer, error) {
 	return NewLayer(path, func(tw *tar.Writer) error {
 		dirs := map[string]bool{}
+		for _, name := range sortedKeys(dirNames(modes)) {
+			rel := clean(name)
+			if err := addParents(tw, rel, dirs); err != nil {
+				return err
+			}
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: tarMode(modes[name]), ModTime: epoch}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			dirs[rel] = true
+		}
 		for _, name := range sortedKeys(files) {
 			rel := clean(name)
 			if err := addParents(tw, rel, dirs); err != nil {
@@ -71,6 +88,14 @@ func FilesLayer(files, symlinks map[string]string, path string) (Layer, error) {
 		}
 		return nil
 	})
+}
+
+func dirNames(modes map[string]os.FileMode) map[string]string {
+	names := map[string]string{}
+	for name := range modes {
+		names[name] = ""
+	}
+	return names
 }
 
 func addParents(tw *tar.Writer, rel string, dirs map[string]bool) error {

@@ -26,6 +26,7 @@ var conformancePrograms = []string{
 	"k8s.io/kubernetes/test/images/nonewprivs",
 	"k8s.io/sample-apiserver",
 	"./conformance/images/etcd",
+	"./conformance/images/busybox-sh",
 	"./cmd/k1m-conformance",
 }
 
