@@ -20,11 +20,13 @@ const (
 )
 
 func main() {
-	shell, argv := busybox, append([]string{"sh"}, os.Args[1:]...)
+	// argv[0] stays as called (/bin/sh or sh): busybox picks its applet
+	// from it and ash names itself by it in messages.
+	shell := busybox
 	if hasNonIdentifierName(os.Environ()) {
-		shell, argv = bash, append([]string{bash}, os.Args[1:]...)
+		shell = bash
 	}
-	err := syscall.Exec(shell, argv, os.Environ())
+	err := syscall.Exec(shell, os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "sh: running %s: %v\n", shell, err)
 	os.Exit(127)
 }
