@@ -191,22 +191,35 @@ func TestRunFlagsAreChecked(t *testing.T) {
 }
 
 func TestProgressStateReadsOnlyNewWorkerLines(t *testing.T) {
-	var out bytes.Buffer
-	r := Runner{Log: &out}
+	r := Runner{Log: io.Discard}
 	var st progressState
 	log := progressPrefix + `{"msg":"Test Suite starting","total":411}` + "\n" +
 		progressPrefix + `{"msg":"FAILED [sig-x] y","total":411,"failed":1}` + "\n"
-	if done := st.readWorker(log, r); done != "" || st.total != 411 || st.failed != 1 {
-		t.Fatalf("state %+v done %q", st, done)
-	}
-	if strings.Count(out.String(), "FAILED [sig-x] y") != 1 {
-		t.Fatalf("failure printed %q", out.String())
+	if done := st.readWorker(log, r); done != "" || st.total != 411 {
+		t.Fatalf("total %d done %q", st.total, done)
 	}
 	log += donePrefix + "/tmp/sonobuoy/results/e2e.tar.gz\n"
 	if done := st.readWorker(log, r); done != "/tmp/sonobuoy/results/e2e.tar.gz" {
 		t.Fatalf("done %q", done)
 	}
-	if strings.Count(out.String(), "FAILED") != 1 {
-		t.Fatalf("an old line was read twice: %q", out.String())
+}
+
+func TestProgressStatePrintsEachFailureOnceFromTheE2ELog(t *testing.T) {
+	var out bytes.Buffer
+	r := Runner{Log: &out}
+	var st progressState
+	log := "Will run 3 of 6625 specs\nSSS•SS\n• [FAILED] [2.240 seconds]\n[sig-node] ConfigMap [It] should be consumable via the environment [Conformance]\n" +
+		"  Timeline >>\n------------------------------\nSS••"
+	st.readE2E(log, r)
+	if st.failed != 1 || st.passed != 3 {
+		t.Fatalf("failed %d passed %d, want 1 and 3 (bullets on an unfinished line count too)", st.failed, st.passed)
+	}
+	log += "S\n• [FAILED] [1 seconds]\n[sig-apps] Deployment [It] x [Conformance]\n"
+	st.readE2E(log, r)
+	if strings.Count(out.String(), "FAILED [sig-node] ConfigMap") != 1 || strings.Count(out.String(), "FAILED [sig-apps] Deployment") != 1 {
+		t.Fatalf("failures printed %q", out.String())
+	}
+	if st.failed != 2 {
+		t.Errorf("failed %d, want 2", st.failed)
 	}
 }

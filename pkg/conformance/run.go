@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -177,6 +178,7 @@ func (r Runner) waitRunning(ctx context.Context) error {
 // to stall here while the container kept writing.
 func (r Runner) follow(ctx context.Context, start time.Time) (string, error) {
 	var st progressState
+	go r.countSpecNamespaces(ctx, &st.namespaces)
 	for {
 		worker, err := r.containerLog(ctx, workerName)
 		if err == nil {
@@ -186,7 +188,7 @@ func (r Runner) follow(ctx context.Context, start time.Time) (string, error) {
 			}
 		}
 		if e2e, err := r.containerLog(ctx, e2eContainer); err == nil {
-			st.passed = strings.Count(e2e, "•")
+			st.readE2E(e2e, r)
 		}
 		st.report(r, start)
 		if err := r.podStopped(ctx); err != nil {
@@ -210,13 +212,15 @@ func (r Runner) containerLog(ctx context.Context, container string) (string, err
 
 // progressState is what the runner has learnt of a run so far.
 type progressState struct {
-	seen, passed, failed, total  int
-	printedPassed, printedFailed int
-	lastPrint                    time.Time
+	seen, passed, failed, total int
+	namespaces                  atomic.Int64 // spec namespaces the e2e framework created
+	printed                     string
+	lastPrint                   time.Time
 }
 
-// readWorker takes the worker log lines not read yet; it prints failures
-// as they come and returns the results path once the worker names it.
+// readWorker takes the worker log lines not read yet (e2e.test's progress
+// updates: the spec total) and returns the results path once the worker
+// names it.
 func (st *progressState) readWorker(log string, r Runner) string {
 	lines := strings.Split(log, "\n")
 	for ; st.seen < len(lines)-1; st.seen++ { // the last element is an unfinished line
@@ -224,27 +228,66 @@ func (st *progressState) readWorker(log string, r Runner) string {
 		if done != "" {
 			return done
 		}
-		if p == nil {
-			continue
-		}
-		if p.Total > 0 {
+		if p != nil && p.Total > 0 {
 			st.total = p.Total
-		}
-		if p.Failed > st.failed {
-			st.failed = p.Failed
-			r.logf("%s", p.Msg)
 		}
 	}
 	return ""
 }
 
+// readE2E counts ginkgo's bullets in the e2e container's log and prints
+// each failed spec once, as its report appears. A passed spec is a bare
+// bullet that reaches the log only when ginkgo ends the line; a failure's
+// report is whole lines, so failures show as they happen even in parallel
+// runs, where e2e.test's own progress updates stop after the first.
+func (st *progressState) readE2E(log string, r Runner) {
+	failures := failedSpecs(log)
+	for _, name := range failures[min(st.failed, len(failures)):] {
+		r.logf("FAILED %s", name)
+	}
+	st.failed = max(st.failed, len(failures))
+	st.passed = strings.Count(log, "•") - len(failures)
+}
+
+// failedSpecs are the names ginkgo prints under each "• [FAILED]" line.
+func failedSpecs(log string) []string {
+	var names []string
+	lines := strings.Split(log, "\n")
+	for i := 0; i < len(lines)-1; i++ {
+		if strings.HasPrefix(lines[i], "• [FAILED]") || strings.HasPrefix(lines[i], "• [PANICKED]") || strings.HasPrefix(lines[i], "• [TIMEDOUT]") {
+			names = append(names, strings.TrimSpace(lines[i+1]))
+		}
+	}
+	return names
+}
+
+// countSpecNamespaces counts the namespaces the e2e framework creates (one
+// or more per spec, labelled e2e-run): progress that does not wait for
+// ginkgo to end a line of bullets.
+func (r Runner) countSpecNamespaces(ctx context.Context, n *atomic.Int64) {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		w, err := r.Client.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{LabelSelector: "e2e-run"})
+		if err != nil {
+			time.Sleep(10 * time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ns, ok := ev.Object.(*corev1.Namespace); ok && !seen[ns.Name] {
+				seen[ns.Name] = true
+				n.Add(1)
+			}
+		}
+	}
+}
+
 func (st *progressState) report(r Runner, start time.Time) {
-	changed := st.passed != st.printedPassed || st.failed != st.printedFailed
-	if !changed || time.Since(st.lastPrint) < 30*time.Second {
+	line := fmt.Sprintf("%d spec namespaces created, %d passed, %d failed of %d specs", st.namespaces.Load(), st.passed, st.failed, st.total)
+	if line == st.printed || time.Since(st.lastPrint) < 30*time.Second {
 		return
 	}
-	r.logf("[%s] %d passed, %d failed of %d specs", time.Since(start).Round(time.Second), st.passed, st.failed, st.total)
-	st.printedPassed, st.printedFailed, st.lastPrint = st.passed, st.failed, time.Now()
+	r.logf("[%s] %s", time.Since(start).Round(time.Second), line)
+	st.printed, st.lastPrint = line, time.Now()
 }
 
 // podStopped fails when the worker stopped, or when the e2e container
