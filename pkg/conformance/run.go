@@ -238,8 +238,8 @@ func (st *progressState) readWorker(log string, r Runner) string {
 // readE2E counts ginkgo's bullets in the e2e container's log and prints
 // each failed spec once, as its report appears. A passed spec is a bare
 // bullet that reaches the log only when ginkgo ends the line; a failure's
-// report is whole lines, so failures show as they happen even in parallel
-// runs, where e2e.test's own progress updates stop after the first.
+// report is whole lines, so failures show as they happen even when
+// e2e.test's own progress updates stop after the first (seen here).
 func (st *progressState) readE2E(log string, r Runner) {
 	failures := failedSpecs(log)
 	for _, name := range failures[min(st.failed, len(failures)):] {
