@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"k1m.dev/k1m/test/testutil"
 )
 
 func testNodes(ctx context.Context, t *testing.T, c *cluster) {
@@ -155,7 +157,7 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	eventually(t, 3*time.Minute, "two web pods running on the two agents and the client running", func() error {
+	testutil.Eventually(t, 3*time.Minute, "two web pods running on the two agents and the client running", func() error {
 		pods, err := c.client.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -181,12 +183,12 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 			t.Errorf("pod %s IP %q, want IPv6", b.Name, b.Status.PodIP)
 		}
 		// Pod to pod across nodes, over the routes the agents program.
-		eventually(t, time.Minute, "client on the server node fetches "+b.Status.PodIP+" port 8080", func() error {
+		testutil.Eventually(t, time.Minute, "client on the server node fetches "+b.Status.PodIP+" port 8080", func() error {
 			return c.expectBody(b.Status.PodIP, "8080", b.Name)
 		})
 	}
 	name := "web." + testNamespace + ".svc.cluster.local"
-	eventually(t, time.Minute, "CoreDNS answers AAAA for "+name, func() error {
+	testutil.Eventually(t, time.Minute, "CoreDNS answers AAAA for "+name, func() error {
 		out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "nslookup", "-type=AAAA", name)
 		if err != nil || !strings.Contains(out, svc.Spec.ClusterIP) {
 			return fmt.Errorf("want %s in the answer: %v: %s", svc.Spec.ClusterIP, err, out)
@@ -194,7 +196,7 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		return nil
 	})
 	served := map[string]bool{}
-	eventually(t, 2*time.Minute, "the ClusterIP Service, resolved by name, reaches both backends", func() error {
+	testutil.Eventually(t, 2*time.Minute, "the ClusterIP Service, resolved by name, reaches both backends", func() error {
 		// busybox's nc does not resolve names (static glibc): resolve with
 		// nslookup (CoreDNS, AAAA), then connect to the answer.
 		script := `ip=$(nslookup -type=AAAA ` + name + ` | awk '/^Name:/ {n=1} n && /^Address:/ {print $2}' | tail -1); ` +

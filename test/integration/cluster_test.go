@@ -163,22 +163,6 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// eventually polls f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
-		}
-		time.Sleep(2 * time.Second)
-	}
-}
-
 // k1mProcesses lists the k1m and containerd processes running, leaving out
 // Docker's own containerd and its shims (make kind-image starts dockerd).
 func k1mProcesses() string {

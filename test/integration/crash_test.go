@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"k1m.dev/k1m/test/testutil"
 )
 
 // testCrash kills the server with SIGKILL while a client writes
@@ -59,7 +61,7 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 	c.script(t, "restart-server")
 	crashed := time.Now()
 	var ready time.Time
-	eventually(t, 3*time.Minute, "kube-apiserver ready after the restart", func() error {
+	testutil.Eventually(t, 3*time.Minute, "kube-apiserver ready after the restart", func() error {
 		status := 0
 		c.client.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
 		if status != http.StatusOK {

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"k1m.dev/k1m/test/testutil"
 )
 
 // The lease profile manifests/kind/cluster.yaml sets.
@@ -189,7 +191,7 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	eventually(t, 3*time.Minute, "a web pod running on each worker and the client on the control plane", func() error {
+	testutil.Eventually(t, 3*time.Minute, "a web pod running on each worker and the client on the control plane", func() error {
 		pods, err := c.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -212,12 +214,12 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		if ip := net.ParseIP(b.Status.PodIP); ip == nil || ip.To4() != nil {
 			t.Errorf("pod %s IP %q, want IPv6", b.Name, b.Status.PodIP)
 		}
-		eventually(t, time.Minute, "the client fetches "+b.Name+" at ["+b.Status.PodIP+"]:8080 across nodes", func() error {
+		testutil.Eventually(t, time.Minute, "the client fetches "+b.Name+" at ["+b.Status.PodIP+"]:8080 across nodes", func() error {
 			return c.expectBody("["+b.Status.PodIP+"]:8080", b.Name)
 		})
 	}
 	name := "web." + namespace + ".svc.cluster.local"
-	eventually(t, time.Minute, "CoreDNS answers AAAA "+svc.Spec.ClusterIP+" for "+name, func() error {
+	testutil.Eventually(t, time.Minute, "CoreDNS answers AAAA "+svc.Spec.ClusterIP+" for "+name, func() error {
 		out, err := c.kubectl("exec", "-n", namespace, "client", "--", "nslookup", "-type=AAAA", name)
 		if err != nil || !strings.Contains(out, svc.Spec.ClusterIP) {
 			return fmt.Errorf("%v: %s", err, out)
@@ -225,7 +227,7 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 		return nil
 	})
 	served := map[string]bool{}
-	eventually(t, 2*time.Minute, "the Service, by its IPv6 ClusterIP, reaches the pods of both workers", func() error {
+	testutil.Eventually(t, 2*time.Minute, "the Service, by its IPv6 ClusterIP, reaches the pods of both workers", func() error {
 		out, err := c.fetch("[" + svc.Spec.ClusterIP + "]:80")
 		if err != nil {
 			return err
@@ -355,20 +357,4 @@ func testAPIServer(ctx context.Context, t *testing.T, c *cluster) {
 		}
 	}
 	t.Error("kube-apiserver reports no BtreeWatchCache gate in kubernetes_feature_enabled")
-}
-
-// eventually polls f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
-		}
-		time.Sleep(2 * time.Second)
-	}
 }
