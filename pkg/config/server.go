@@ -14,13 +14,11 @@ import (
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
 // clear of the fd00::/64 hosts commonly use (docs/patches.md).
+// DefaultClusterCIDR and MaxNodeMaskBits depend on the build
+// (cidr_patched.go, cidr_stock.go).
 const (
-	DefaultClusterCIDR = "fddf:4035:b500::/44"  // 2^20 node /64s
 	DefaultServiceCIDR = "fddf:4035:b510::/108" // kube-apiserver's patched default
 	DefaultNodeMask    = 64
-	// MaxNodeMaskBits is node IPAM's limit between cluster CIDR and node mask
-	// (patch 0004 raised it from 16).
-	MaxNodeMaskBits = 20
 )
 
 // Server holds the settings of `k1m server`.

@@ -84,21 +84,27 @@ func Run(name string, args []string) int {
 	return cli.Run(cmd)
 }
 
-// Start runs the named component in this process, in a goroutine, with
-// args, and reports its end on the returned channel. k1m server and agent
-// run their components this way (patch 0005 lets them share the signal
-// context).
+// Start runs the named component with args and reports its end on the
+// returned channel. The k1m build runs it in this process, in a goroutine
+// (patch 0005 lets components share the signal context); the stock build,
+// whose components each set up their own, runs it as a child process of
+// this binary (start_stock.go), so that `make cluster FLAVOR=stock` starts
+// the unpatched components the same way.
 func Start(ctx context.Context, name string, args []string) <-chan error {
 	done := make(chan error, 1)
-	newCommand, ok := components[name]
-	if !ok {
+	if _, ok := components[name]; !ok {
 		done <- fmt.Errorf("unknown component %q", name)
 		return done
 	}
+	return start(ctx, name, args, done)
+}
+
+// inProcess runs the component in a goroutine of this process.
+func inProcess(ctx context.Context, name string, args []string, done chan error) <-chan error {
 	// Each component applies the (same) logging configuration; in one
 	// process only the first may take effect, the others must not fail.
 	logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged
-	cmd := newCommand()
+	cmd := components[name]()
 	cmd.SetArgs(args)
 	cmd.SilenceUsage = true
 	go func() {

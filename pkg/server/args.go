@@ -75,7 +75,7 @@ func localControllerArgs(kubeconfig string) []string {
 }
 
 func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs) []string {
-	return append(localControllerArgs(kubeconfig),
+	return append(append(localControllerArgs(kubeconfig),
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+cfg.ClusterCIDR,
 		"--node-cidr-mask-size-ipv6="+strconv.Itoa(config.DefaultNodeMask),
@@ -86,9 +86,8 @@ func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubecon
 		"--service-account-private-key-file="+c.saKey,
 		"--use-service-account-credentials=true",
 		"--controllers=*,bootstrapsigner,tokencleaner",
-		"--node-lease-duration="+lease.LeaseDuration.String(),
 		"--node-monitor-grace-period="+lease.GracePeriod.String(),
-	)
+	), leaseDurationArgs(lease)...)
 }
 
 func schedulerArgs(kubeconfig string) []string {
