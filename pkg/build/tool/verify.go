@@ -66,5 +66,15 @@ func (p project) testPatched(stdout io.Writer) error {
 	}
 	pkgs := touchedPackages(patches)
 	fmt.Fprintf(stdout, "k1m-build: testing %d packages the series touches, on the patched tree\n", len(pkgs))
-	return p.runTestsRetryingFlakes(pkgs, stdout)
+	qs := quarantinedIn(pkgs)
+	skip, err := skipPattern(qs, pkgs, func(pkg string) ([]string, error) {
+		return testFuncsIn(filepath.Join(p.out, "src", pkg))
+	})
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		fmt.Fprintf(stdout, "k1m-build: not running quarantined %s %s: %s\n", q.Package, q.Test, q.Reason)
+	}
+	return p.runTestsRetryingFlakes(pkgs, skip, stdout)
 }
