@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -68,7 +69,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 	fs.StringVar(&f.out, "out", "_output/conformance/results", "where the results go (a folder per run)")
 	fs.StringVar(&f.focus, "focus", "", "replace the mode's focus regexp (E2E_FOCUS)")
 	fs.StringVar(&f.skip, "skip", "", "replace the mode's skip regexp (E2E_SKIP)")
-	fs.BoolVar(&f.parallel, "parallel", false, "run specs in parallel (E2E_PARALLEL; Sonobuoy's modes run serially)")
+	fs.BoolVar(&f.parallel, "parallel", false, "run specs in parallel (E2E_PARALLEL; Sonobuoy's modes run serially), then the mode's [Serial] specs one at a time; one merged result")
 	fs.IntVar(&f.procs, "procs", 0, "with --parallel: ginkgo processes (E2E_EXTRA_GINKGO_ARGS=--procs=N; default one per CPU). Specs mostly wait, so more processes than CPUs shorten a run")
 	fs.BoolVar(&f.keep, "keep", false, "leave the run's namespace and pod after it ends")
 	fs.DurationVar(&f.timeout, "timeout", 6*time.Hour, "bound on the whole run")
@@ -87,6 +88,11 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 	}
 	if f.skip != "" {
 		mode.Skip = f.skip
+	}
+	for flagName, expr := range map[string]string{"--focus": f.focus, "--skip": f.skip} {
+		if _, err := regexp.Compile(expr); err != nil {
+			return f, mode, fmt.Errorf("%s %q: not a regular expression ginkgo can use (%v); escape brackets as in '\\[Serial\\]'", flagName, expr, err)
+		}
 	}
 	mode.Parallel = f.parallel
 	if f.procs < 0 || (f.procs > 0 && !f.parallel) {

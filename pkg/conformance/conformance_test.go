@@ -171,6 +171,8 @@ func TestRunFlagsAreChecked(t *testing.T) {
 		{[]string{"--kubeconfig", "k", "extra"}, "no arguments"},
 		{[]string{"--kubeconfig", "k", "--procs", "4"}, "--procs"},
 		{[]string{"--kubeconfig", "k", "--parallel", "--procs", "-2"}, "--procs"},
+		{[]string{"--kubeconfig", "k", "--skip", `[Serial]|(`}, "--skip"},
+		{[]string{"--kubeconfig", "k", "--focus", `Lease(`}, "--focus"},
 	} {
 		t.Setenv("KUBECONFIG", "")
 		_, _, err := parseRunFlags(c.args, io.Discard)

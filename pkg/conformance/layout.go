@@ -25,33 +25,28 @@ const (
 	resultsYAML = pluginDir + "/sonobuoy_results.yaml"
 )
 
-// writeResults turns go-runner's tarball (e2e.log, junit_01.xml, ...) into
-// Sonobuoy's layout: plugins/e2e/results/global/*, plugins/e2e/
-// sonobuoy_results.yaml, meta/, serverversion.json, resources/cluster/.
-// It writes the tarball and summary.txt into Out.
-func (r Runner) writeResults(ctx context.Context, raw string, start time.Time) (Outcome, error) {
-	files, err := readTarGz(raw)
+// writeResults turns go-runner's tarballs (e2e.log, junit_01.xml, ...), one
+// per phase, into Sonobuoy's layout: plugins/e2e/results/global/*,
+// plugins/e2e/sonobuoy_results.yaml, meta/, serverversion.json,
+// resources/cluster/. It writes the tarball and summary.txt into Out.
+func (r Runner) writeResults(ctx context.Context, raws []string, phases []Phase, start time.Time) (Outcome, error) {
+	files, err := mergePhases(raws, phases)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("reading go-runner's results %s: %w", raw, err)
+		return Outcome{}, err
 	}
-	junit, ok := files["junit_01.xml"]
-	if !ok {
-		return Outcome{}, fmt.Errorf("go-runner's results hold no junit_01.xml (files: %v): see e2e.log in %s", keys(files), raw)
-	}
+	junit := files["junit_01.xml"]
 	res, err := ParseJUnit(bytes.NewReader(junit), "results/global/junit_01.xml")
 	if err != nil {
 		return Outcome{}, err
 	}
 	entries := map[string][]byte{}
 	for name, data := range files {
-		if name != "e2e.tar.gz" && name != "done" {
-			entries[path.Join(resultsDir, name)] = data
-		}
+		entries[path.Join(resultsDir, name)] = data
 	}
 	if entries[resultsYAML], err = yaml.Marshal(res.Tree); err != nil {
 		return Outcome{}, err
 	}
-	if err := r.addClusterInfo(ctx, entries, start); err != nil {
+	if err := r.addClusterInfo(ctx, entries, phases, start); err != nil {
 		return Outcome{}, err
 	}
 	name := fmt.Sprintf("%s_sonobuoy_k1m-%s.tar.gz", start.UTC().Format("200601021504"), r.Spec.Mode.Name)
@@ -62,11 +57,56 @@ func (r Runner) writeResults(ctx context.Context, raw string, start time.Time) (
 	if err := os.WriteFile(filepath.Join(r.Out, "summary.txt"), []byte(res.Summary()), 0o644); err != nil {
 		return out, err
 	}
-	return out, os.Remove(raw)
+	for _, raw := range raws {
+		if err := os.Remove(raw); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// mergePhases reads each phase's go-runner tarball and makes one set of
+// result files: the junit reports merged (mergeJUnit), the e2e logs one
+// after the other under a line naming the phase, any other file kept under
+// its own name or, from a later phase, prefixed with the phase's name.
+func mergePhases(raws []string, phases []Phase) (map[string][]byte, error) {
+	merged := map[string][]byte{}
+	var reports [][]byte
+	var log bytes.Buffer
+	for i, raw := range raws {
+		files, err := readTarGz(raw)
+		if err != nil {
+			return nil, fmt.Errorf("reading go-runner's results %s: %w", raw, err)
+		}
+		junit, ok := files["junit_01.xml"]
+		if !ok {
+			return nil, fmt.Errorf("go-runner's results hold no junit_01.xml (files: %v): see e2e.log in %s", keys(files), raw)
+		}
+		reports = append(reports, junit)
+		if len(raws) > 1 {
+			fmt.Fprintf(&log, "k1m-conformance: phase %d of %d, %s: focus %q, skip %q\n", i+1, len(raws), phases[i].Name, phases[i].Mode.Focus, phases[i].Mode.Skip)
+		}
+		log.Write(files["e2e.log"])
+		for name, data := range files {
+			if name == "junit_01.xml" || name == "e2e.log" || name == "e2e.tar.gz" || name == "done" {
+				continue // merged above, or go-runner's own hand-off files
+			}
+			if _, taken := merged[name]; taken {
+				name = phases[i].Name + "-" + name
+			}
+			merged[name] = data
+		}
+	}
+	junit, err := mergeJUnit(reports)
+	if err != nil {
+		return nil, err
+	}
+	merged["junit_01.xml"], merged["e2e.log"] = junit, log.Bytes()
+	return merged, nil
 }
 
 // addClusterInfo adds what Sonobuoy records of the cluster and the run.
-func (r Runner) addClusterInfo(ctx context.Context, entries map[string][]byte, start time.Time) error {
+func (r Runner) addClusterInfo(ctx context.Context, entries map[string][]byte, phases []Phase, start time.Time) error {
 	version, err := r.Client.Discovery().ServerVersion()
 	if err != nil {
 		return fmt.Errorf("reading the server version: %w", err)
@@ -83,6 +123,7 @@ func (r Runner) addClusterInfo(ctx context.Context, entries map[string][]byte, s
 		"Parallel": r.Spec.Mode.Parallel,
 		"Image":    r.Spec.Image,
 		"RepoList": r.Spec.RepoList,
+		"Phases":   phaseConfig(phases),
 	}
 	info := map[string]any{"start": start.UTC().Format(time.RFC3339), "end": time.Now().UTC().Format(time.RFC3339), "runner": "k1m-conformance"}
 	for name, v := range map[string]any{"serverversion.json": version, "resources/cluster/Nodes.json": nodes, "meta/config.json": config, "meta/info.json": info} {
@@ -93,6 +134,15 @@ func (r Runner) addClusterInfo(ctx context.Context, entries map[string][]byte, s
 		entries[name] = data
 	}
 	return nil
+}
+
+// phaseConfig is what meta/config.json records of each ginkgo run.
+func phaseConfig(phases []Phase) []map[string]any {
+	out := make([]map[string]any, len(phases))
+	for i, ph := range phases {
+		out[i] = map[string]any{"Name": ph.Name, "E2EFocus": ph.Mode.Focus, "E2ESkip": ph.Mode.Skip, "Parallel": ph.Mode.Parallel, "Procs": ph.Mode.Procs}
+	}
+	return out
 }
 
 func readTarGz(p string) (map[string][]byte, error) {

@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -87,4 +88,50 @@ func ModeNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// serialSpecs matches the spec texts of [Serial] specs (framework.WithSerial
+// adds it), which must not share the cluster with other specs.
+const serialSpecs = `\[Serial\]`
+
+// Phase is one ginkgo run (one conformance pod) of a run.
+type Phase struct {
+	Name string
+	Mode Mode
+}
+
+// Phases splits a run into its ginkgo runs. A serial run is one. A parallel
+// run is two: upstream's go-runner skips [Serial] specs in a parallel run
+// and runs nothing after, so k1m runs the mode's other specs in parallel
+// first, then its [Serial] specs one at a time, and merges the reports. A
+// skip that already leaves out [Serial] specs needs no second phase.
+func (m Mode) Phases() []Phase {
+	if !m.Parallel {
+		return []Phase{{Name: "serial", Mode: m}}
+	}
+	if skipsSerial(m.Skip) {
+		return []Phase{{Name: "parallel", Mode: m}}
+	}
+	par := m
+	par.Skip = serialSpecs
+	if m.Skip != "" {
+		par.Skip = m.Skip + "|" + serialSpecs
+	}
+	ser := m
+	ser.Parallel, ser.Procs = false, 0
+	ser.Focus = serialSpecs
+	if m.Focus != "" {
+		ser.Focus = "(?:" + m.Focus + ").*" + serialSpecs + "|" + serialSpecs + ".*(?:" + m.Focus + ")"
+	}
+	return []Phase{{Name: "parallel", Mode: par}, {Name: "serial", Mode: ser}}
+}
+
+// skipsSerial tells whether a skip expression leaves out every [Serial]
+// spec (it matches the tag itself).
+func skipsSerial(skip string) bool {
+	if skip == "" {
+		return false
+	}
+	re, err := regexp.Compile(skip)
+	return err == nil && re.MatchString("[Serial]")
 }

@@ -40,16 +40,41 @@ type Outcome struct {
 	Elapsed time.Duration
 }
 
-// Run creates the run's objects, follows its progress, copies the results
-// out and writes them in Sonobuoy's layout. The objects are deleted at the
-// end, whatever happened, unless keep is set.
+// Run runs each phase of the run (Mode.Phases) in turn, then writes their
+// results as one in Sonobuoy's layout.
 func (r Runner) Run(ctx context.Context, keep bool) (Outcome, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
+	phases := r.Spec.Mode.Phases()
+	var raws []string
+	for i, ph := range phases {
+		if len(phases) > 1 {
+			r.logf("phase %d of %d: %s", i+1, len(phases), ph.Name)
+		}
+		pr := r
+		pr.Spec.Mode = ph.Mode
+		raw, err := pr.runPhase(ctx, ph.Name, keep, start)
+		if err != nil {
+			if len(phases) > 1 {
+				err = fmt.Errorf("%s phase: %w", ph.Name, err)
+			}
+			return Outcome{}, err
+		}
+		raws = append(raws, raw)
+	}
+	out, err := r.writeResults(ctx, raws, phases, start)
+	out.Elapsed = time.Since(start)
+	return out, err
+}
+
+// runPhase creates one conformance pod and its objects, follows its
+// progress and copies its results out (go-runner's tarball). The objects
+// are deleted at the end, whatever happened, unless keep is set.
+func (r Runner) runPhase(ctx context.Context, name string, keep bool, start time.Time) (string, error) {
 	r.logf("mode %s: focus %q, skip %q, image %s", r.Spec.Mode.Name, r.Spec.Mode.Focus, r.Spec.Mode.Skip, r.Spec.Image)
 	if err := r.deleteObjects(ctx); err != nil {
-		return Outcome{}, err
+		return "", err
 	}
 	if !keep {
 		defer func() {
@@ -61,22 +86,16 @@ func (r Runner) Run(ctx context.Context, keep bool) (Outcome, error) {
 		}()
 	}
 	if err := r.createObjects(ctx); err != nil {
-		return Outcome{}, err
+		return "", err
 	}
 	if err := r.waitRunning(ctx); err != nil {
-		return Outcome{}, err
+		return "", err
 	}
 	remote, err := r.follow(ctx, start)
 	if err != nil {
-		return Outcome{}, err
+		return "", err
 	}
-	raw, err := r.copyOut(ctx, remote)
-	if err != nil {
-		return Outcome{}, err
-	}
-	out, err := r.writeResults(ctx, raw, start)
-	out.Elapsed = time.Since(start)
-	return out, err
+	return r.copyOut(ctx, remote, "e2e-raw-"+name+".tar.gz")
 }
 
 func (r Runner) logf(format string, args ...any) {
@@ -312,12 +331,12 @@ func (r Runner) podStopped(ctx context.Context) error {
 }
 
 // copyOut streams the results tarball out of the pod (busybox cat in the
-// worker container) into Out.
-func (r Runner) copyOut(ctx context.Context, remote string) (string, error) {
+// worker container) into Out, as name.
+func (r Runner) copyOut(ctx context.Context, remote, name string) (string, error) {
 	if err := os.MkdirAll(r.Out, 0o755); err != nil {
 		return "", err
 	}
-	local := filepath.Join(r.Out, "e2e-raw.tar.gz")
+	local := filepath.Join(r.Out, name)
 	f, err := os.Create(local)
 	if err != nil {
 		return "", err
