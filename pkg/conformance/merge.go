@@ -50,14 +50,7 @@ func (c rawCase) statusOf() (string, error) {
 	return caseItem(jc).Status, nil
 }
 
-func (c rawCase) attr(name string) string {
-	for _, a := range c.Attrs {
-		if a.Name.Local == name {
-			return a.Value
-		}
-	}
-	return ""
-}
+func (c rawCase) attr(name string) string { return attrOf(c.Attrs, name) }
 
 // statusRank orders what a merged spec keeps: a failure anywhere stays a
 // failure, a spec run in some phase is not reported skipped.
