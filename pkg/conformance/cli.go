@@ -84,10 +84,10 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 		return f, mode, err
 	}
 	if f.focus != "" {
-		mode.Focus = f.focus
+		mode.Focus, mode.Specs = f.focus, 0
 	}
 	if f.skip != "" {
-		mode.Skip = f.skip
+		mode.Skip, mode.Specs = f.skip, 0
 	}
 	for flagName, expr := range map[string]string{"--focus": f.focus, "--skip": f.skip} {
 		if _, err := regexp.Compile(expr); err != nil {
@@ -139,6 +139,16 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "\n%s\nresults: %s (Sonobuoy layout)\nelapsed: %s\n", outcome.Results.Summary(), outcome.Tarball, outcome.Elapsed.Round(time.Second))
 	if outcome.Results.Failed > 0 {
 		return fmt.Errorf("%d spec(s) failed; see %s", outcome.Results.Failed, outcome.Tarball)
+	}
+	return checkSpecCount(mode, outcome.Results)
+}
+
+// checkSpecCount fails a run of a mode that names its specs one by one
+// when it ran another number of them: a renamed upstream spec would
+// otherwise drop out of the run unnoticed.
+func checkSpecCount(mode Mode, res Results) error {
+	if ran := res.Passed + res.Failed; mode.Specs > 0 && ran != mode.Specs {
+		return fmt.Errorf("mode %s ran %d specs, want %d: a spec its focus names no longer matches the suite (pkg/conformance/modes.go)", mode.Name, ran, mode.Specs)
 	}
 	return nil
 }

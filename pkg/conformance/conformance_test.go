@@ -225,3 +225,23 @@ func TestProgressStatePrintsEachFailureOnceFromTheE2ELog(t *testing.T) {
 		t.Errorf("failed %d, want 2", st.failed)
 	}
 }
+
+func TestSpecCountOfANamedSpecModeIsChecked(t *testing.T) {
+	curated := Modes["k1m-curated"]
+	if curated.Specs != len(CuratedFocus) || curated.Specs == 0 {
+		t.Fatalf("k1m-curated expects %d specs, want %d", curated.Specs, len(CuratedFocus))
+	}
+	if err := checkSpecCount(curated, Results{Passed: curated.Specs - 1}); err == nil || !strings.Contains(err.Error(), "no longer matches") {
+		t.Errorf("a curated run one spec short passed the check: %v", err)
+	}
+	if err := checkSpecCount(curated, Results{Passed: curated.Specs, Skipped: 7000}); err != nil {
+		t.Errorf("a whole curated run failed the check: %v", err)
+	}
+	if err := checkSpecCount(Modes["certified-conformance"], Results{Passed: 3}); err != nil {
+		t.Errorf("a mode without a spec count was checked: %v", err)
+	}
+	_, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "k1m-curated", "--focus", "Lease"}, io.Discard)
+	if err != nil || m.Specs != 0 {
+		t.Errorf("--focus kept the mode's spec count %d (%v)", m.Specs, err)
+	}
+}

@@ -25,6 +25,9 @@ type Mode struct {
 	// Procs is the number of ginkgo processes of a parallel run (0:
 	// ginkgo's default, one per CPU the e2e pod sees).
 	Procs int
+	// Specs is how many specs the mode runs when its focus names them one
+	// by one (0: not known): a run of fewer means a name no longer matches.
+	Specs int
 }
 
 // sonobuoyDefaultSkip is what Sonobuoy skips unless told otherwise.
@@ -33,7 +36,9 @@ const sonobuoyDefaultSkip = `\[Disruptive\]|NoExecuteTaintManager`
 // CuratedFocus are the conformance specs that exercise what the k1m
 // patches touch: Leases and node lifecycle (renew interval, no-fsync
 // etcd), Events (no-fsync etcd), watch and list (the hashmap watch
-// cache), Services over IPv6 and DNS (IPv6-only defaults).
+// cache), Services over IPv6 and DNS (IPv6-only defaults), and a
+// DaemonSet's pod on every node. The DaemonSet spec is [Serial], so a
+// parallel curated run (make test's) goes through both phases.
 var CuratedFocus = []string{
 	`Lease lease API should be available`,
 	`Node Lifecycle should run through the lifecycle of a node`,
@@ -46,15 +51,16 @@ var CuratedFocus = []string{
 	`Services should be able to change the type from ClusterIP to ExternalName`,
 	`DNS should provide DNS for the cluster`,
 	`DNS should provide DNS for services`,
+	`Daemon set [Serial] should run and stop simple daemon`,
 }
 
 // Modes are Sonobuoy's modes (pkg/client/modes in Sonobuoy), plus k1m's
 // curated set.
 var Modes = map[string]Mode{
-	"quick":                      {Name: "quick", Focus: "Pods should be submitted and removed", Skip: sonobuoyDefaultSkip},
+	"quick":                      {Name: "quick", Focus: "Pods should be submitted and removed", Skip: sonobuoyDefaultSkip, Specs: 1},
 	"non-disruptive-conformance": {Name: "non-disruptive-conformance", Focus: `\[Conformance\]`, Skip: sonobuoyDefaultSkip},
 	"certified-conformance":      {Name: "certified-conformance", Focus: `\[Conformance\]`},
-	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip},
+	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip, Specs: len(CuratedFocus)},
 }
 
 func curatedRegexp() string {
