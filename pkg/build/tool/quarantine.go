@@ -22,6 +22,12 @@ var quarantine = []quarantinedTest{{
 	Test:    "TestDelayedWatchDelivery",
 	Reason: "races watcher.Stop against the etcd watch: its 21 updates finish in about 4 ms, " +
 		"before the first event reaches the watcher; failed 19 of 20 runs on the stock tree and 19 of 20 on the k1m tree",
+}, {
+	Package: "k8s.io/apiserver/pkg/storage/cacher",
+	Test:    "TestList",
+	Reason: "runs the list cases with ConsistentListFromCache off (1.32 and k1m default it on); its non-consistent List " +
+		"expects the cache to have caught up with writes it does not wait for; failed 10 of 20 runs on the stock tree " +
+		"and 6 of 20 on the k1m tree; the same cases with the gate on, TestListWithConsistentListFromCache, still run",
 }}
 
 // quarantinedIn is the quarantine entries whose package is in pkgs.
