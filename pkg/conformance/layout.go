@@ -140,7 +140,7 @@ func (r Runner) addClusterInfo(ctx context.Context, entries map[string][]byte, p
 func phaseConfig(phases []Phase) []map[string]any {
 	out := make([]map[string]any, len(phases))
 	for i, ph := range phases {
-		out[i] = map[string]any{"Name": ph.Name, "E2EFocus": ph.Mode.Focus, "E2ESkip": ph.Mode.Skip, "Parallel": ph.Mode.Parallel, "Procs": ph.Mode.Procs}
+		out[i] = map[string]any{"Name": ph.Name, "E2EFocus": ph.Mode.Focus, "E2ESkip": ph.Mode.Skip, "Parallel": ph.Mode.Parallel, "Procs": ph.Mode.Procs, "LabelFilter": ph.Mode.LabelFilter}
 	}
 	return out
 }

@@ -48,13 +48,17 @@ func (s RunSpec) objects() (*corev1.Namespace, *corev1.ServiceAccount, *rbacv1.C
 	return ns, sa, crb, cm, s.pod(meta(PodName))
 }
 
-// ginkgoArgs are go-runner's extra ginkgo flags: the process count of a
-// parallel run.
+// ginkgoArgs are go-runner's extra ginkgo flags (space-separated): the
+// process count of a parallel run, a phase's label filter.
 func (s RunSpec) ginkgoArgs() string {
+	var args []string
 	if s.Mode.Parallel && s.Mode.Procs > 0 {
-		return fmt.Sprintf("--procs=%d", s.Mode.Procs)
+		args = append(args, fmt.Sprintf("--procs=%d", s.Mode.Procs))
 	}
-	return ""
+	if s.Mode.LabelFilter != "" {
+		args = append(args, "--label-filter="+s.Mode.LabelFilter)
+	}
+	return strings.Join(args, " ")
 }
 
 func (s RunSpec) pod(meta metav1.ObjectMeta) *corev1.Pod {

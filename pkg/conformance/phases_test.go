@@ -15,15 +15,51 @@ const (
 	disruptiveSerialSpec  = "[sig-node] NoExecuteTaintManager Single Pod [Serial] removing taint cancels eviction [Disruptive] [Conformance]"
 )
 
-// selects tells whether ginkgo would run spec in a phase: focus matches
-// and skip does not.
+// selects tells whether ginkgo would run spec in a phase: focus matches,
+// skip does not, and the label filter, if any, is the Serial label, which
+// framework.WithSerial gives exactly the specs whose text holds [Serial].
 func selects(t *testing.T, m Mode, spec string) bool {
 	t.Helper()
 	focus, skip := regexp.MustCompile(m.Focus), regexp.MustCompile("^$")
 	if m.Skip != "" {
 		skip = regexp.MustCompile(m.Skip)
 	}
+	switch m.LabelFilter {
+	case "":
+	case serialLabel:
+		if !strings.Contains(spec, "[Serial]") {
+			return false
+		}
+	default:
+		t.Fatalf("label filter %q: the test models only %q", m.LabelFilter, serialLabel)
+	}
 	return focus.MatchString(spec) && !skip.MatchString(spec)
+}
+
+func TestParallelCuratedRunsItsSerialSpecInTheSerialPhase(t *testing.T) {
+	m := Modes["k1m-curated"]
+	m.Parallel = true
+	phases := m.Phases()
+	daemonSet := "[sig-apps] Daemon set [Serial] should run and stop simple daemon [Conformance]"
+	lease := "[sig-node] Lease lease API should be available [Conformance]"
+	if len(phases) != 2 {
+		t.Fatalf("phases = %+v, want two", phases)
+	}
+	if selects(t, phases[0].Mode, daemonSet) || !selects(t, phases[1].Mode, daemonSet) {
+		t.Errorf("the curated [Serial] spec must run in the serial phase only: %+v", phases)
+	}
+	if !selects(t, phases[0].Mode, lease) || selects(t, phases[1].Mode, lease) {
+		t.Errorf("a curated spec without [Serial] must run in the parallel phase only: %+v", phases)
+	}
+	_, _, _, _, pod := RunSpec{Mode: phases[1].Mode}.objects()
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == "E2E_EXTRA_GINKGO_ARGS" && e.Value != "--label-filter=Serial" {
+			t.Errorf("serial phase E2E_EXTRA_GINKGO_ARGS = %q, want --label-filter=Serial", e.Value)
+		}
+		if e.Name == "E2E_PARALLEL" && e.Value != "false" {
+			t.Errorf("serial phase E2E_PARALLEL = %q", e.Value)
+		}
+	}
 }
 
 func TestSerialRunIsOnePhase(t *testing.T) {
