@@ -84,7 +84,8 @@ func mergePhases(raws []string, phases []Phase) (map[string][]byte, error) {
 		}
 		reports = append(reports, junit)
 		if len(raws) > 1 {
-			fmt.Fprintf(&log, "k1m-conformance: phase %d of %d, %s: focus %q, skip %q\n", i+1, len(raws), phases[i].Name, phases[i].Mode.Focus, phases[i].Mode.Skip)
+			m := phases[i].Mode
+			fmt.Fprintf(&log, "k1m-conformance: phase %d of %d, %s: focus %q, skip %q, label filter %q\n", i+1, len(raws), phases[i].Name, m.Focus, m.Skip, m.LabelFilter)
 		}
 		log.Write(files["e2e.log"])
 		for name, data := range files {

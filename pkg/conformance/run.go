@@ -72,7 +72,7 @@ func (r Runner) Run(ctx context.Context, keep bool) (Outcome, error) {
 // progress and copies its results out (go-runner's tarball). The objects
 // are deleted at the end, whatever happened, unless keep is set.
 func (r Runner) runPhase(ctx context.Context, name string, keep bool, start time.Time) (string, error) {
-	r.logf("mode %s: focus %q, skip %q, image %s", r.Spec.Mode.Name, r.Spec.Mode.Focus, r.Spec.Mode.Skip, r.Spec.Image)
+	r.logf("mode %s: focus %q, skip %q, label filter %q, image %s", r.Spec.Mode.Name, r.Spec.Mode.Focus, r.Spec.Mode.Skip, r.Spec.Mode.LabelFilter, r.Spec.Image)
 	if err := r.deleteObjects(ctx); err != nil {
 		return "", err
 	}
