@@ -40,6 +40,11 @@ node_net_up() { # create the bridge and node i's namespace
   ip netns add "$ns"
   ip link add "veth-$i" type veth peer name eth0 netns "$ns"
   ip link set "veth-$i" master "$BRIDGE" up
+  # Hairpin: the server DNATs a NodePort connection from node i's pod to a
+  # backend on node i, and br_netfilter hands that packet back to the bridge
+  # (bridged DNAT) instead of routing it; a bridge never sends a frame out
+  # the port it came in on unless hairpin is on, so it was dropped.
+  ip link set "veth-$i" type bridge_slave hairpin on
   ip -n "$ns" link set lo up
   ip -n "$ns" -6 addr add "$PREFIX::$(printf '%x' $((16 + i)))/64" dev eth0 nodad
   ip -n "$ns" link set eth0 up

@@ -216,7 +216,12 @@ func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 // expectBody fetches / from [ip]:port in the client pod (busybox nc: its
 // wget crashes in Debian's static build) and wants body as the last line.
 func (c *cluster) expectBody(ip, port, body string) error {
-	out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "sh", "-c",
+	return c.expectBodyFrom("client", ip, port, body)
+}
+
+// expectBodyFrom is expectBody from the pod named client.
+func (c *cluster) expectBodyFrom(client, ip, port, body string) error {
+	out, err := c.kubectl("exec", "-n", testNamespace, client, "--", "sh", "-c",
 		`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+ip+` `+port)
 	if err != nil || lastLine(out) != body {
 		return fmt.Errorf("want body %q: %v: %s", body, err, out)

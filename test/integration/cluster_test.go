@@ -96,6 +96,7 @@ func TestCluster(t *testing.T) {
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { testNodes(ctx, t, c) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
+	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
