@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -243,5 +244,56 @@ func TestSpecCountOfANamedSpecModeIsChecked(t *testing.T) {
 	_, m, err := parseRunFlags([]string{"--kubeconfig", "k", "--mode", "k1m-curated", "--focus", "Lease"}, io.Discard)
 	if err != nil || m.Specs != 0 {
 		t.Errorf("--focus kept the mode's spec count %d (%v)", m.Specs, err)
+	}
+}
+
+func TestBulletCounterFollowsAGrowingLog(t *testing.T) {
+	path := t.TempDir() + "/e2e.log"
+	var c bulletCounter
+	if err := c.update(path); err == nil {
+		t.Fatal("no error for a missing e2e.log")
+	}
+	bullet := []byte("•")
+	for _, step := range []struct {
+		write string
+		want  int
+	}{
+		{"Will run 5 of 6625 specs\nSSS•S", 1},
+		{"•" + string(bullet[:1]), 2}, // the log ends inside a bullet
+		{string(bullet[1:]) + "SS", 3},
+		{"", 3},
+		{"\n• [FAILED] [2.2 seconds]\nx\n••", 6},
+	} {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(step.write)
+		f.Close()
+		if err := c.update(path); err != nil || c.n != step.want {
+			t.Fatalf("after %q: %d bullets (%v), want %d", step.write, c.n, err, step.want)
+		}
+	}
+}
+
+func TestWorkerPrintsBulletsAndRunnerCountsThem(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/e2e.log", "Will run 3 of 6625 specs\nSS••S")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, w := io.Pipe()
+	go func() {
+		Worker(ctx, "127.0.0.1:0", dir, w)
+		w.Close()
+	}()
+	line, err := readLine(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st progressState
+	st.readWorker(line+"\n", Runner{Log: io.Discard})
+	st.readE2E("Will run 3 of 6625 specs\n", Runner{Log: io.Discard}) // the container log: no line of bullets yet
+	if st.bullets != 2 || st.passed != 2 {
+		t.Fatalf("worker line %q: %d bullets, %d passed, want 2 and 2", line, st.bullets, st.passed)
 	}
 }

@@ -232,6 +232,7 @@ func (r Runner) containerLog(ctx context.Context, container string) (string, err
 // progressState is what the runner has learnt of a run so far.
 type progressState struct {
 	seen, passed, failed, total int
+	bullets                     int          // ginkgo's result bullets in e2e.log, as the worker counted them
 	namespaces                  atomic.Int64 // spec namespaces the e2e framework created
 	printed                     string
 	lastPrint                   time.Time
@@ -243,6 +244,10 @@ type progressState struct {
 func (st *progressState) readWorker(log string, r Runner) string {
 	lines := strings.Split(log, "\n")
 	for ; st.seen < len(lines)-1; st.seen++ { // the last element is an unfinished line
+		if n, ok := parseBulletsLine(lines[st.seen]); ok {
+			st.bullets = n
+			continue
+		}
 		p, done := parseWorkerLine(lines[st.seen])
 		if done != "" {
 			return done
@@ -256,16 +261,18 @@ func (st *progressState) readWorker(log string, r Runner) string {
 
 // readE2E counts ginkgo's bullets in the e2e container's log and prints
 // each failed spec once, as its report appears. A passed spec is a bare
-// bullet that reaches the log only when ginkgo ends the line; a failure's
-// report is whole lines, so failures show as they happen even when
-// e2e.test's own progress updates stop after the first (seen here).
+// bullet that reaches the container log only when ginkgo ends the line (at
+// the end of a run without failures), so the worker's count from e2e.log
+// is used when it is ahead; a failure's report is whole lines, so failures
+// show as they happen even when e2e.test's own progress updates stop after
+// the first (seen here).
 func (st *progressState) readE2E(log string, r Runner) {
 	failures := failedSpecs(log)
 	for _, name := range failures[min(st.failed, len(failures)):] {
 		r.logf("FAILED %s", name)
 	}
 	st.failed = max(st.failed, len(failures))
-	st.passed = strings.Count(log, "•") - len(failures)
+	st.passed = max(strings.Count(log, "•"), st.bullets) - len(failures)
 }
 
 // failedSpecs are the names ginkgo prints under each "• [FAILED]" line.

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Progress is e2e.test's progress update (test/e2e/reporters/progress.go).
@@ -27,6 +29,7 @@ type Progress struct {
 const (
 	progressPrefix = "k1m-progress: "
 	donePrefix     = "k1m-done: "
+	bulletsPrefix  = "k1m-bullets: " // spec results ginkgo has printed to e2e.log so far
 )
 
 // Worker plays Sonobuoy's sidecar: it takes e2e.test's progress updates on
@@ -42,6 +45,8 @@ func Worker(ctx context.Context, listen, resultsDir string, out io.Writer) error
 	go srv.Serve(ln)
 	defer srv.Close()
 	done := filepath.Join(resultsDir, "done")
+	var bullets bulletCounter
+	printed := 0
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
@@ -49,6 +54,10 @@ func Worker(ctx context.Context, listen, resultsDir string, out io.Writer) error
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+		if bullets.update(filepath.Join(resultsDir, "e2e.log")) == nil && bullets.n != printed {
+			printed = bullets.n
+			fmt.Fprintf(out, "%s%d\n", bulletsPrefix, printed)
 		}
 		data, err := os.ReadFile(done)
 		if err != nil || len(strings.TrimSpace(string(data))) == 0 {
@@ -58,6 +67,51 @@ func Worker(ctx context.Context, listen, resultsDir string, out io.Writer) error
 		<-ctx.Done()
 		return nil
 	}
+}
+
+// bulletCounter counts ginkgo's result bullets (one per spec that ran) in
+// go-runner's e2e.log as the file grows. The container log cannot show
+// them in time: ginkgo ends its line of bullets only when the run ends or a
+// failure report starts, and a log line reaches the kubelet when it ends.
+type bulletCounter struct {
+	offset int64
+	carry  []byte // an unfinished UTF-8 sequence the last read ended in
+	n      int
+}
+
+func (c *bulletCounter) update(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	c.offset += int64(len(data))
+	data = append(c.carry, data...)
+	cut := unfinishedRune(data)
+	c.n += strings.Count(string(data[:cut]), "•")
+	c.carry = append([]byte(nil), data[cut:]...)
+	return nil
+}
+
+// unfinishedRune is where a UTF-8 sequence that data cuts short begins, or
+// len(data).
+func unfinishedRune(data []byte) int {
+	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(data[i]) {
+			if utf8.FullRune(data[i:]) {
+				return len(data)
+			}
+			return i
+		}
+	}
+	return len(data)
 }
 
 func progressHandler(out io.Writer) http.Handler {
@@ -89,4 +143,14 @@ func parseWorkerLine(line string) (p *Progress, donePath string) {
 		return nil, strings.TrimSpace(strings.TrimPrefix(line, donePrefix))
 	}
 	return nil, ""
+}
+
+// parseBulletsLine reads the worker's count of ginkgo's bullets.
+func parseBulletsLine(line string) (int, bool) {
+	rest, ok := strings.CutPrefix(line, bulletsPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(rest))
+	return n, err == nil
 }
