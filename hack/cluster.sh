@@ -99,11 +99,34 @@ wait_file() {
   done
 }
 
+# Every k1m cluster of this script uses the same bridge, addresses, netns
+# names and API port, so only one can run on a machine. A cluster whose
+# processes are gone (killed, machine session ended) leaves its namespaces
+# behind: those are removed; a live one is refused with what to do.
+check_machine_free() {
+  local ns pids
+  for ns in $(ip netns list 2>/dev/null | awk '/^k1m-node-/ {print $1}'); do
+    pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    if [[ -n $pids ]]; then
+      echo "cluster: another k1m cluster is running: network namespace $ns holds pids ${pids% };" \
+        "stop it first (make cluster-down, or hack/cluster.sh down with that cluster's CLUSTER_DIR and DATA_ROOT)" >&2
+      exit 1
+    fi
+    ip netns delete "$ns"
+    log "removed network namespace $ns left by a cluster that was not taken down (no process in it)"
+  done
+  if ss -Hltn 'sport = :6443' 2>/dev/null | grep -q .; then
+    echo "cluster: port 6443 is already in use (another k1m server or kube-apiserver?); stop it first (make cluster-down)" >&2
+    exit 1
+  fi
+}
+
 up() {
   if [[ -f $CLUSTER_DIR/server.pid ]] && kill -0 "$(cat "$CLUSTER_DIR/server.pid")" 2>/dev/null; then
     echo "cluster: already running (pid $(cat "$CLUSTER_DIR/server.pid")); make cluster-down first" >&2
     exit 1
   fi
+  check_machine_free
   mkdir -p "$CLUSTER_DIR"
   echo "$NODES" >"$CLUSTER_DIR/nodes"
   for ((i = 1; i < NODES; i++)); do node_net_up "$i"; done
@@ -139,8 +162,19 @@ down() {
   for f in "$CLUSTER_DIR"/k1m-node-*.pid; do [[ -e $f ]] && stop_pid "$f"; done
   stop_pid "$CLUSTER_DIR/server.pid"
   "$K1M" cleanup --data-dir "$DATA_ROOT"
-  for ns in $(ip netns list | awk '/^k1m-node-/ {print $1}'); do ip netns delete "$ns"; done
-  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+  # This cluster's agents are stopped, so its namespaces are empty; one that
+  # still holds processes belongs to another cluster and is left to it.
+  local ns busy=0
+  for ns in $(ip netns list | awk '/^k1m-node-/ {print $1}'); do
+    for _ in $(seq 1 10); do [[ -z $(ip netns pids "$ns" 2>/dev/null) ]] && break; sleep 1; done
+    if [[ -n $(ip netns pids "$ns" 2>/dev/null) ]]; then
+      echo "cluster: network namespace $ns still holds processes (another cluster?); left as is" >&2
+      busy=1
+      continue
+    fi
+    ip netns delete "$ns"
+  done
+  ((busy)) || ! ip link show "$BRIDGE" >/dev/null 2>&1 || ip link delete "$BRIDGE"
   # ip netns add bind-mounts /run/netns onto itself; release it when empty.
   if [[ -d /run/netns ]] && [[ -z $(ls -A /run/netns) ]] && mountpoint -q /run/netns; then umount /run/netns; fi
   rm -f "$CLUSTER_DIR/nodes"

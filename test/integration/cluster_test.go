@@ -83,6 +83,7 @@ func TestCluster(t *testing.T) {
 		checkNothingLeft(t, dataRoot)
 		os.RemoveAll(dataRoot)
 	}()
+	leaveStaleNamespace(t)
 	c.script(t, "up")
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
 	if err != nil {
@@ -104,6 +105,20 @@ func TestCluster(t *testing.T) {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
+}
+
+// leaveStaleNamespace makes what a cluster killed without hack/cluster.sh
+// down leaves behind: an empty k1m-node-1 network namespace. up must clear
+// it (a CI run once failed with "Cannot create namespace file
+// /run/netns/k1m-node-1: File exists").
+func leaveStaleNamespace(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/run/netns/k1m-node-1"); err == nil {
+		return // left already; up handles it, or refuses if it is in use
+	}
+	if out, err := exec.Command("ip", "netns", "add", "k1m-node-1").CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add k1m-node-1: %v: %s", err, out)
+	}
 }
 
 func dumpLogs(t *testing.T, dir string) {
