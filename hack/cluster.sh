@@ -24,6 +24,8 @@ server_data() { echo "$DATA_ROOT/server"; }
 node_name() { echo "k1m-node-$1"; }
 kubectl() { "$K1M" kubectl --kubeconfig "$(server_data)/admin.kubeconfig" "$@"; }
 log() { echo "cluster: $*"; }
+node_namespaces() { ip netns list 2>/dev/null | awk '/^k1m-node-/ {print $1}'; }
+namespace_pids() { ip netns pids "$1" 2>/dev/null | tr '\n' ' '; }
 
 if ! [[ $NODES =~ ^[1-9][0-9]?$ ]]; then
   echo "cluster: NODES=$NODES: want a number of nodes from 1 to 99" >&2
@@ -105,8 +107,8 @@ wait_file() {
 # behind: those are removed; a live one is refused with what to do.
 check_machine_free() {
   local ns pids
-  for ns in $(ip netns list 2>/dev/null | awk '/^k1m-node-/ {print $1}'); do
-    pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+  for ns in $(node_namespaces); do
+    pids=$(namespace_pids "$ns")
     if [[ -n $pids ]]; then
       echo "cluster: another k1m cluster is running: network namespace $ns holds pids ${pids% };" \
         "stop it first (make cluster-down, or hack/cluster.sh down with that cluster's CLUSTER_DIR and DATA_ROOT)" >&2
@@ -165,16 +167,16 @@ down() {
   # This cluster's agents are stopped, so its namespaces are empty; one that
   # still holds processes belongs to another cluster and is left to it.
   local ns busy=0
-  for ns in $(ip netns list | awk '/^k1m-node-/ {print $1}'); do
-    for _ in $(seq 1 10); do [[ -z $(ip netns pids "$ns" 2>/dev/null) ]] && break; sleep 1; done
-    if [[ -n $(ip netns pids "$ns" 2>/dev/null) ]]; then
+  for ns in $(node_namespaces); do
+    for _ in $(seq 1 10); do [[ -z $(namespace_pids "$ns") ]] && break; sleep 1; done
+    if [[ -n $(namespace_pids "$ns") ]]; then
       echo "cluster: network namespace $ns still holds processes (another cluster?); left as is" >&2
       busy=1
       continue
     fi
     ip netns delete "$ns"
   done
-  ((busy)) || ! ip link show "$BRIDGE" >/dev/null 2>&1 || ip link delete "$BRIDGE"
+  if ((!busy)) && ip link show "$BRIDGE" >/dev/null 2>&1; then ip link delete "$BRIDGE"; fi
   # ip netns add bind-mounts /run/netns onto itself; release it when empty.
   if [[ -d /run/netns ]] && [[ -z $(ls -A /run/netns) ]] && mountpoint -q /run/netns; then umount /run/netns; fi
   rm -f "$CLUSTER_DIR/nodes"
