@@ -38,20 +38,15 @@ func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discover
 	if err := getJSON(ctx, insecure, serverURL, ClusterInfoName, "", &info); err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.Load([]byte(info.Data["kubeconfig"]))
-	if err != nil || len(cfg.Clusters) == 0 {
-		return nil, fmt.Errorf("--server %s: %s/%s holds no kubeconfig: is this a k1m server?", serverURL, PublicNamespace, ClusterInfoName)
-	}
-	var caPEM []byte
-	for _, c := range cfg.Clusters {
-		caPEM = c.CertificateAuthorityData
-	}
-	if err := token.VerifyCA(caPEM); err != nil {
-		return nil, fmt.Errorf("--token: %w", err)
-	}
-	pool, err := pki.CertPool(caPEM)
+	// Exactly one CA certificate, or nothing secret is ever sent: the
+	// token's hash covers one certificate and the pool trusts only it.
+	caPEM, err := clusterCA(info.Data["kubeconfig"])
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--server %s: %s/%s: %w", serverURL, PublicNamespace, ClusterInfoName, err)
+	}
+	pool, err := token.VerifyCA(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("--token: %w", err)
 	}
 	verified := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	var settings struct {
@@ -65,6 +60,26 @@ func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discover
 		return nil, err
 	}
 	return &Discovered{CAPEM: caPEM, Settings: s}, nil
+}
+
+// clusterCA is the CA data of the one cluster in the cluster-info
+// kubeconfig. More than one cluster is refused rather than one picked.
+func clusterCA(data string) ([]byte, error) {
+	cfg, err := clientcmd.Load([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("holds no kubeconfig (%v): is this a k1m server?", err)
+	}
+	if len(cfg.Clusters) != 1 {
+		return nil, fmt.Errorf("its kubeconfig names %d clusters, want exactly 1: is this a k1m server?", len(cfg.Clusters))
+	}
+	var caPEM []byte
+	for _, c := range cfg.Clusters {
+		caPEM = c.CertificateAuthorityData
+	}
+	if _, err := pki.ParseCA(caPEM); err != nil {
+		return nil, err
+	}
+	return caPEM, nil
 }
 
 var errUnauthorized = errors.New("unauthorized")

@@ -2,11 +2,14 @@ package join
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +85,92 @@ func TestDiscoverChecksTheCAAndTheSecret(t *testing.T) {
 
 func certPEM(srv *httptest.Server) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// mitmServer plays the man in the middle of issue 15: it serves the real
+// CA followed by a CA of its own in cluster-info, and a serving
+// certificate from its own CA. It records every bearer token it is sent.
+type mitmServer struct {
+	*httptest.Server
+	realCA  *pki.Authority
+	mu      sync.Mutex
+	bearers []string
+}
+
+func newMITMServer(t *testing.T, bundle func(real, own []byte) []byte) *mitmServer {
+	realCA, err := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ownCA, err := pki.LoadOrCreateCA(dir, "ca", "k1m-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := ownCA.LoadOrIssue(dir, pki.Leaf{Name: "serving", CommonName: "kube-apiserver", Server: true,
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mitmServer{Server: httptest.NewUnstartedServer(nil), realCA: realCA}
+	m.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
+	m.StartTLS()
+	t.Cleanup(m.Close)
+	info, _ := clientcmd.Write(*kubeconfig.Build(m.URL, bundle(realCA.CertPEM, ownCA.CertPEM), "", kubeconfig.Credentials{}))
+	m.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth := r.Header.Get("Authorization"); auth != "" {
+			m.mu.Lock()
+			m.bearers = append(m.bearers, auth)
+			m.mu.Unlock()
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": map[string]string{"kubeconfig": string(info)}})
+	})
+	return m
+}
+
+func (m *mitmServer) tokensSeen() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bearers
+}
+
+func TestDiscoverSendsNoSecretToAManInTheMiddle(t *testing.T) {
+	const secret = "abcdef.0123456789abcdef"
+	for _, c := range []struct {
+		name   string
+		bundle func(real, own []byte) []byte
+		want   string
+	}{
+		{"real CA then his own", func(real, own []byte) []byte { return append(append([]byte{}, real...), own...) },
+			"cluster-info: the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
+		{"his own CA alone", func(_, own []byte) []byte { return own },
+			"--token: the server's CA (sha256 "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMITMServer(t, c.bundle)
+			hash, _ := pki.CAHash(m.realCA.CertPEM)
+			_, err := Discover(context.Background(), m.URL, pki.Token{CAHash: hash, Secret: secret})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Discover: got %v, want an error with %q", err, c.want)
+			}
+			if seen := m.tokensSeen(); len(seen) != 0 {
+				t.Fatalf("the token reached the man in the middle: %q", seen)
+			}
+		})
+	}
+}
+
+func TestClusterInfoWithTwoClustersIsRefused(t *testing.T) {
+	real, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	cfg := kubeconfig.Build("https://[::1]:6443", real.CertPEM, "", kubeconfig.Credentials{})
+	cfg.Clusters["second"] = cfg.Clusters["k1m"].DeepCopy()
+	data, _ := clientcmd.Write(*cfg)
+	_, err := clusterCA(string(data))
+	if want := "its kubeconfig names 2 clusters, want exactly 1: is this a k1m server?"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %q", err, want)
+	}
 }

@@ -1,12 +1,14 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -68,14 +70,60 @@ func redact(secret string) string {
 	return "<redacted>"
 }
 
-// CAHash is the hex SHA-256 of the first certificate in caPEM.
-func CAHash(caPEM []byte) (string, error) {
-	block, _ := pem.Decode(caPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return "", fmt.Errorf("no PEM certificate in the CA data")
+// ParseCA reads the cluster CA a join token pins: exactly one PEM block,
+// a CERTIFICATE, that parses and is a CA. Anything more is refused, not
+// skipped: the token's hash covers one certificate, so a second one in
+// the bundle would be trusted without having been checked (a man in the
+// middle could append his own CA and pass).
+func ParseCA(caPEM []byte) (*x509.Certificate, error) {
+	block, rest := pem.Decode(caPEM)
+	if block == nil {
+		return nil, errors.New("the CA data holds no PEM block: want exactly one PEM CERTIFICATE")
 	}
-	sum := sha256.Sum256(block.Bytes)
-	return hex.EncodeToString(sum[:]), nil
+	if block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("the CA data holds a PEM %q block: want exactly one PEM CERTIFICATE", block.Type)
+	}
+	if extra := countPEMBlocks(rest); extra > 0 {
+		return nil, fmt.Errorf("the CA data holds %d PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins", extra+1)
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, errors.New("the CA data has bytes after its certificate: want exactly one PEM CERTIFICATE")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("the CA certificate does not parse: %v", err)
+	}
+	if !cert.BasicConstraintsValid || !cert.IsCA {
+		return nil, fmt.Errorf("the certificate %q is not a CA certificate (basic constraints CA:TRUE missing)", cert.Subject.CommonName)
+	}
+	return cert, nil
+}
+
+func countPEMBlocks(data []byte) int {
+	n := 0
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return n
+		}
+		n++
+	}
+}
+
+// CAHash is the hex SHA-256 of the DER form of the one CA certificate in
+// caPEM (see ParseCA).
+func CAHash(caPEM []byte) (string, error) {
+	cert, err := ParseCA(caPEM)
+	if err != nil {
+		return "", err
+	}
+	return hashCert(cert), nil
+}
+
+func hashCert(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // String renders the token.
@@ -100,28 +148,23 @@ func ParseToken(s string) (Token, error) {
 	return Token{CAHash: strings.ToLower(hash), Secret: secret}, nil
 }
 
-// VerifyCA checks that caPEM is the CA the token names.
-func (t Token) VerifyCA(caPEM []byte) error {
-	got, err := CAHash(caPEM)
+// VerifyCA checks that caPEM is exactly the one CA the token names and
+// returns a pool that trusts that certificate alone.
+func (t Token) VerifyCA(caPEM []byte) (*x509.CertPool, error) {
+	cert, err := ParseCA(caPEM)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	got := hashCert(cert)
 	if subtle.ConstantTimeCompare([]byte(got), []byte(t.CAHash)) != 1 {
-		return fmt.Errorf("the server's CA (sha256 %s) is not the one the token names (%s): wrong server, or a stale token", got, t.CAHash)
+		return nil, fmt.Errorf("the server's CA (sha256 %s) is not the one the token names (%s): wrong server, or a stale token", got, t.CAHash)
 	}
-	return nil
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool, nil
 }
 
 // SecretMatches compares a presented secret in constant time.
 func (t Token) SecretMatches(secret string) bool {
 	return subtle.ConstantTimeCompare([]byte(t.Secret), []byte(secret)) == 1
-}
-
-// CertPool is a pool holding the PEM certificates of caPEM.
-func CertPool(caPEM []byte) (*x509.CertPool, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("no PEM certificate in the CA data")
-	}
-	return pool, nil
 }

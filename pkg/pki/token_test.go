@@ -1,6 +1,10 @@
 package pki
 
 import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
 	"strings"
 	"testing"
 )
@@ -18,15 +22,70 @@ func TestTokenRoundTripAndCACheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tok.VerifyCA(ca.CertPEM); err != nil {
-		t.Errorf("the token's own CA is refused: %v", err)
+	pool, err := tok.VerifyCA(ca.CertPEM)
+	if err != nil {
+		t.Fatalf("the token's own CA is refused: %v", err)
 	}
-	if err := tok.VerifyCA(other.CertPEM); err == nil || !strings.Contains(err.Error(), "not the one the token names") {
+	want := x509.NewCertPool()
+	want.AddCert(ca.Cert)
+	if !pool.Equal(want) {
+		t.Error("the pool does not hold exactly the token's CA")
+	}
+	if _, err := tok.VerifyCA(other.CertPEM); err == nil || !strings.Contains(err.Error(), "not the one the token names") {
 		t.Errorf("another CA was accepted: %v", err)
 	}
 	if !tok.SecretMatches(secret) || tok.SecretMatches(secret+"x") {
 		t.Error("SecretMatches is wrong")
 	}
+}
+
+// The man in the middle of issue 15: the real CA first (its hash matches
+// the token), then a CA of the attacker's own. Trusting the bundle would
+// trust his serving certificate.
+func TestVerifyCARefusesAnythingButOneCA(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := LoadOrCreateCA(dir, "ca", "k1m-ca")
+	attacker, _ := LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	leafPath, keyPath, err := ca.LoadOrIssue(dir, Leaf{Name: "leaf", CommonName: "leaf", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafPEM := readFile(t, leafPath)
+	hash, _ := CAHash(ca.CertPEM)
+	tok := Token{CAHash: hash, Secret: "abcdef.0123456789abcdef"}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"real CA then the attacker's", cat(ca.CertPEM, attacker.CertPEM), "the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
+		{"attacker's CA then the real one", cat(attacker.CertPEM, ca.CertPEM), "the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
+		{"CA then a private key", cat(ca.CertPEM, readFile(t, keyPath)), "the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
+		{"CA then garbage", cat(ca.CertPEM, []byte("junk\n")), "the CA data has bytes after its certificate: want exactly one PEM CERTIFICATE"},
+		{"a leaf, not a CA", leafPEM, `the certificate "leaf" is not a CA certificate (basic constraints CA:TRUE missing)`},
+		{"a key alone", readFile(t, keyPath), `the CA data holds a PEM "PRIVATE KEY" block: want exactly one PEM CERTIFICATE`},
+		{"nothing", nil, "the CA data holds no PEM block: want exactly one PEM CERTIFICATE"},
+		{"a certificate block that does not parse", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("x")}), "the CA certificate does not parse: x509: malformed certificate"},
+	} {
+		_, err := tok.VerifyCA(c.data)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+		if _, err := CAHash(c.data); err == nil {
+			t.Errorf("%s: CAHash hashed it", c.name)
+		}
+	}
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func TestParseTokenErrorsShowTheForm(t *testing.T) {
