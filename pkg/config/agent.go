@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -30,6 +31,9 @@ type Agent struct {
 	// the log directories of pods it does not run, so nodes sharing one
 	// machine need one each.
 	PodLogsDir string
+	// Pass-through flags, name=value each (package componentargs).
+	KubeletArgs   []string
+	KubeProxyArgs []string
 }
 
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
@@ -45,12 +49,20 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.RunDir, "run-dir", a.RunDir, "where the agent keeps sockets and runtime state (under /run)")
 	fs.StringVar(&a.PodLogsDir, "pod-logs-dir", a.PodLogsDir, "where the kubelet writes container logs; one per node when several share a machine")
 	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
-	fs.StringVar(&a.Token, "token", a.Token, "join token, from the server's DATA-DIR/token (default: $K1M_TOKEN, which ps does not show)")
+	fs.StringVar(&a.Token, "token", a.Token, "join token (k1m token create, or the server's DATA-DIR/token), needed only until the node has its own certificate (default: $K1M_TOKEN, which ps does not show)")
 	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
 	fs.StringVar(&a.NodeIP, "node-ip", a.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&a.ImagesDir, "images-dir", a.ImagesDir, "directory of image archives (*.tar) imported into containerd at start")
 	fs.StringVar(&a.ProxyMode, "proxy-mode", a.ProxyMode, "kube-proxy mode: iptables or nftables")
+	addPassThroughFlags(fs, a.passThroughFlags())
 }
+
+func (a *Agent) passThroughFlags() []passThroughFlag {
+	return []passThroughFlag{{componentargs.Kubelet, &a.KubeletArgs}, {componentargs.KubeProxy, &a.KubeProxyArgs}}
+}
+
+// PassThrough parses the agent's pass-through flags.
+func (a *Agent) PassThrough() (PassThrough, error) { return parsePassThrough(a.passThroughFlags()) }
 
 // Validate checks every setting and reports all problems at once.
 func (a *Agent) Validate() error {
@@ -68,12 +80,16 @@ func (a *Agent) Validate() error {
 	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" {
 		add(fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", a.Server))
 	}
-	if a.Token == "" {
-		add(errors.New("--token is empty: want the token from the server's DATA-DIR/token"))
-	} else if _, err := pki.ParseToken(a.Token); err != nil {
-		add(err)
+	// An empty token is fine here: a node with valid credentials of its
+	// own restarts without one; the agent says so when it needs one.
+	if a.Token != "" {
+		if _, err := pki.ParseToken(a.Token); err != nil {
+			add(err)
+		}
 	}
 	add(requireIPv6Address("--node-ip", a.NodeIP, false))
 	add(requireProxyMode(a.ProxyMode))
+	_, err := a.PassThrough()
+	add(err)
 	return errors.Join(errs...)
 }

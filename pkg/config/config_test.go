@@ -3,11 +3,15 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"k1m.dev/k1m/pkg/componentargs"
 )
 
 func parse(t *testing.T, file string, args ...string) (Server, error) {
@@ -119,5 +123,69 @@ func TestLeaseProfile(t *testing.T) {
 	}
 	if p, _ := LeaseProfileFor(10 * time.Second); p.LeaseDurationSeconds() != 40 {
 		t.Errorf("LeaseDurationSeconds %d", p.LeaseDurationSeconds())
+	}
+}
+
+func TestPassThroughFromFlagsAndFile(t *testing.T) {
+	s, err := parse(t, "kube-apiserver-arg:\n- feature-gates=WatchList=true,ConsistentListFromCache=true\n- max-requests-inflight=800\nkubelet-arg: [v=2]\n",
+		"--kube-scheduler-arg=v=3", "--kube-scheduler-arg=profiling=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.PassThrough()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PassThrough{
+		"kube-apiserver":          {{Name: "feature-gates", Value: "WatchList=true,ConsistentListFromCache=true"}, {Name: "max-requests-inflight", Value: "800"}},
+		"kube-controller-manager": nil,
+		"kube-scheduler":          {{Name: "v", Value: "3"}, {Name: "profiling", Value: "true"}},
+		"kubelet":                 {{Name: "v", Value: "2"}},
+		"kube-proxy":              nil,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestPassThroughCollisionStopsValidate(t *testing.T) {
+	s, _ := parse(t, "", "--kube-apiserver-arg=etcd-servers=https://[::1]:1", "--kube-proxy-arg=oops")
+	err := s.Validate()
+	want := []string{
+		`--kube-apiserver-arg "etcd-servers=https://[::1]:1" collides with --etcd-servers, which k1m sets for kube-apiserver itself: k1m runs the durable etcd`,
+		`--kube-proxy-arg "oops": want ` + componentargs.Form,
+	}
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	got := strings.Split(err.Error(), "\n")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestAuditFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"), 0o600)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Everything\n"), 0o600)
+	s, _ := parse(t, "", "--audit-policy-file="+good, "--audit-log-path="+filepath.Join(dir, "audit.log"))
+	if err := s.Validate(); err != nil {
+		t.Errorf("a good policy: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--audit-policy-file=" + good}, "--audit-policy-file " + good + " without --audit-log-path: give the file the audit log goes to"},
+		{[]string{"--audit-policy-file=" + bad, "--audit-log-path=/x"}, "--audit-policy-file: "},
+		{[]string{"--audit-log-maxage=-1"}, "--audit-log-maxage -1: want 0 or more (0: no limit)"},
+	} {
+		s, _ := parse(t, "", c.args...)
+		if err := s.Validate(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.args, err, c.want)
+		}
 	}
 }

@@ -46,15 +46,34 @@ func ApplyFile(fs *pflag.FlagSet, path string, explicit bool) error {
 		if flag.Changed {
 			continue // the command line wins
 		}
-		value, err := flagValue(values[key])
-		if err != nil {
-			return fmt.Errorf("--config %s: key %s: %w", path, key, err)
-		}
-		if err := fs.Set(key, value); err != nil {
+		if err := setFromFile(fs, key, values[key]); err != nil {
 			return fmt.Errorf("--config %s: key %s: %w", path, key, err)
 		}
 	}
 	return nil
+}
+
+// setFromFile sets one flag from a YAML value. A list given to a
+// repeatable flag (a pass-through --COMPONENT-arg) sets one value per
+// item, so that values holding commas stay whole.
+func setFromFile(fs *pflag.FlagSet, key string, v interface{}) error {
+	if list, ok := v.([]interface{}); ok && fs.Lookup(key).Value.Type() == "stringArray" {
+		for _, item := range list {
+			value, err := flagValue(item)
+			if err != nil {
+				return err
+			}
+			if err := fs.Set(key, value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	value, err := flagValue(v)
+	if err != nil {
+		return err
+	}
+	return fs.Set(key, value)
 }
 
 // flagValue renders a YAML value the way the flag would be written.

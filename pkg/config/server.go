@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -41,6 +43,25 @@ type Server struct {
 	NodeIP            string
 	ImagesDir         string
 	ProxyMode         string
+	// SecretsEncryption encrypts Secrets at rest (aescbc) with a key kept
+	// in DATA-DIR/tls/secrets-encryption.key.
+	SecretsEncryption bool
+	Audit             Audit
+	// Pass-through flags, name=value each (package componentargs).
+	KubeAPIServerArgs         []string
+	KubeControllerManagerArgs []string
+	KubeSchedulerArgs         []string
+	KubeletArgs               []string
+	KubeProxyArgs             []string
+}
+
+// Audit is kube-apiserver's audit log: off unless a path is given.
+type Audit struct {
+	PolicyFile string
+	LogPath    string
+	MaxAge     int // days
+	MaxBackup  int // files
+	MaxSize    int // MB
 }
 
 // DefaultServer returns the defaults.
@@ -58,6 +79,8 @@ func DefaultServer() Server {
 		RenewInterval:     DefaultRenewInterval,
 		ImagesDir:         DefaultImagesDir,
 		ProxyMode:         "iptables",
+		// k3s's audit log rotation defaults.
+		Audit: Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 	}
 }
 
@@ -81,6 +104,53 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
 	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
+	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key generated once in DATA-DIR/tls/secrets-encryption.key (mode 0600)")
+	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
+	fs.StringVar(&s.Audit.LogPath, "audit-log-path", s.Audit.LogPath, "file kube-apiserver writes its audit log to (default: no audit log)")
+	fs.IntVar(&s.Audit.MaxAge, "audit-log-maxage", s.Audit.MaxAge, "days to keep rotated audit log files")
+	fs.IntVar(&s.Audit.MaxBackup, "audit-log-maxbackup", s.Audit.MaxBackup, "rotated audit log files to keep")
+	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
+	addPassThroughFlags(fs, s.passThroughFlags())
+}
+
+// PassThrough holds the parsed pass-through flags of every component, by
+// component name.
+type PassThrough map[string][]componentargs.Arg
+
+// passThroughFlag ties a component to the values of its flag.
+type passThroughFlag struct {
+	component componentargs.Component
+	values    *[]string
+}
+
+func (s *Server) passThroughFlags() []passThroughFlag {
+	return []passThroughFlag{
+		{componentargs.APIServer, &s.KubeAPIServerArgs}, {componentargs.ControllerManager, &s.KubeControllerManagerArgs},
+		{componentargs.Scheduler, &s.KubeSchedulerArgs}, {componentargs.Kubelet, &s.KubeletArgs}, {componentargs.KubeProxy, &s.KubeProxyArgs},
+	}
+}
+
+// addPassThroughFlags adds one repeatable --COMPONENT-arg flag per entry.
+func addPassThroughFlags(fs *pflag.FlagSet, flags []passThroughFlag) {
+	for _, f := range flags {
+		fs.StringArrayVar(f.values, strings.TrimPrefix(f.component.Flag, "--"), *f.values, "extra "+f.component.Name+" flag, name=value (repeatable); a flag k1m sets itself is refused")
+	}
+}
+
+// PassThrough parses the server's pass-through flags.
+func (s *Server) PassThrough() (PassThrough, error) { return parsePassThrough(s.passThroughFlags()) }
+
+func parsePassThrough(flags []passThroughFlag) (PassThrough, error) {
+	out := PassThrough{}
+	var errs []error
+	for _, f := range flags {
+		args, err := f.component.Parse(*f.values)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out[f.component.Name] = args
+	}
+	return out, errors.Join(errs...)
 }
 
 // Validate checks every setting and reports all problems at once, each
@@ -128,6 +198,9 @@ func (s *Server) Validate() error {
 	if s.Token != "" {
 		add(checkTokenSecret(s.Token))
 	}
+	add(s.Audit.validate())
+	_, err = s.PassThrough()
+	add(err)
 	return errors.Join(errs...)
 }
 

@@ -14,7 +14,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -40,16 +39,27 @@ type Authority struct {
 	CertPEM []byte
 }
 
-// LoadOrCreateCA loads dir/name.crt and dir/name.key, or creates them.
+// LoadOrCreateCA loads dir/name.crt and dir/name.key, or creates both when
+// neither exists. One without the other is refused, never papered over
+// with a new CA: every client and node trusts the old certificate, and a
+// new one would cut them all off silently.
 func LoadOrCreateCA(dir, name, commonName string) (*Authority, error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if cert, key, certPEM, err := loadPair(certPath, keyPath); err == nil {
+	certExists, keyExists := exists(certPath), exists(keyPath)
+	switch {
+	case certExists && keyExists:
+		cert, key, certPEM, err := loadPair(certPath, keyPath)
+		if err != nil {
+			return nil, fmt.Errorf("loading the CA %s: %w", certPath, err)
+		}
 		if !cert.IsCA {
 			return nil, fmt.Errorf("%s is not a CA certificate", certPath)
 		}
 		return &Authority{Cert: cert, Key: key, CertPEM: certPEM}, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("loading the CA %s: %w (delete both files only if no client trusts this CA yet)", certPath, err)
+	case certExists:
+		return nil, fmt.Errorf("the CA certificate %s is there but its key %s is missing: restore the key from a backup (a new CA would cut off every client that trusts this one)", certPath, keyPath)
+	case keyExists:
+		return nil, fmt.Errorf("the CA key %s is there but its certificate %s is missing: restore the certificate from a backup (a new CA would cut off every client that trusts this one)", keyPath, certPath)
 	}
 	key, err := newKey()
 	if err != nil {
@@ -143,30 +153,44 @@ func (ca *Authority) stillGood(cert *x509.Certificate, leaf Leaf) bool {
 }
 
 // LoadOrCreateKey keeps a bare signing key (the service-account key) at
-// path, with its public half at path.pub.
+// path, with its public half at path.pub. A missing public half is derived
+// again from the key; a missing or unreadable key is refused when its
+// public half exists (every service-account token was signed with it).
 func LoadOrCreateKey(path string) (keyPath, pubPath string, err error) {
 	pubPath = path + ".pub"
-	if _, err := readKey(path); err == nil {
-		if _, err := os.Stat(pubPath); err == nil {
+	var key crypto.Signer
+	switch {
+	case exists(path):
+		if key, err = readKey(path); err != nil {
+			return "", "", fmt.Errorf("the signing key %s: %w: restore it from a backup", path, err)
+		}
+		if exists(pubPath) {
 			return path, pubPath, nil
 		}
-	}
-	key, err := newKey()
-	if err != nil {
-		return "", "", err
+	case exists(pubPath):
+		return "", "", fmt.Errorf("the public key %s is there but its signing key %s is missing: restore the key from a backup (a new one would invalidate every token signed with it)", pubPath, path)
+	default:
+		if key, err = newKey(); err != nil {
+			return "", "", err
+		}
+		keyPEM, err := encodeKey(key)
+		if err != nil {
+			return "", "", err
+		}
+		if err := fsutil.WriteFile(path, keyPEM, 0o600); err != nil {
+			return "", "", err
+		}
 	}
 	pubDER, err := x509.MarshalPKIXPublicKey(key.Public())
 	if err != nil {
 		return "", "", err
 	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	if err := fsutil.WriteFile(path, keyPEM, 0o600); err != nil {
-		return "", "", err
-	}
 	return path, pubPath, fsutil.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func newKey() (*ecdsa.PrivateKey, error) {

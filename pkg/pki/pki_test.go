@@ -90,3 +90,51 @@ func TestServiceAccountKeyKept(t *testing.T) {
 		t.Error("service-account key changed across restarts")
 	}
 }
+
+func TestHalfMissingCAIsRefusedNotRegenerated(t *testing.T) {
+	for _, missing := range []string{"ca.key", "ca.crt"} {
+		dir := t.TempDir()
+		if _, err := LoadOrCreateCA(dir, "ca", "k1m-ca"); err != nil {
+			t.Fatal(err)
+		}
+		kept, _ := os.ReadFile(filepath.Join(dir, map[string]string{"ca.key": "ca.crt", "ca.crt": "ca.key"}[missing]))
+		os.Remove(filepath.Join(dir, missing))
+		_, err := LoadOrCreateCA(dir, "ca", "k1m-ca")
+		want := map[string]string{
+			"ca.key": "the CA certificate " + filepath.Join(dir, "ca.crt") + " is there but its key " + filepath.Join(dir, "ca.key") + " is missing: restore the key from a backup (a new CA would cut off every client that trusts this one)",
+			"ca.crt": "the CA key " + filepath.Join(dir, "ca.key") + " is there but its certificate " + filepath.Join(dir, "ca.crt") + " is missing: restore the certificate from a backup (a new CA would cut off every client that trusts this one)",
+		}[missing]
+		if err == nil || err.Error() != want {
+			t.Errorf("%s missing: got %v, want %q", missing, err, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, missing)); err == nil {
+			t.Errorf("%s missing: it was made again", missing)
+		}
+		now, _ := os.ReadFile(filepath.Join(dir, map[string]string{"ca.key": "ca.crt", "ca.crt": "ca.key"}[missing]))
+		if string(now) != string(kept) {
+			t.Errorf("%s missing: the other half was rewritten", missing)
+		}
+	}
+}
+
+func TestServiceAccountKeyHalves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sa.key")
+	_, pub, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(pub)
+	os.Remove(pub)
+	if _, _, err := LoadOrCreateKey(path); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(pub); string(after) != string(before) {
+		t.Error("a missing public key was not derived again from the same private key")
+	}
+	os.Remove(path)
+	_, _, err = LoadOrCreateKey(path)
+	want := "the public key " + pub + " is there but its signing key " + path + " is missing: restore the key from a backup (a new one would invalidate every token signed with it)"
+	if err == nil || err.Error() != want {
+		t.Errorf("key missing: got %v, want %q", err, want)
+	}
+}
