@@ -11,8 +11,10 @@ import (
 	"sort"
 	"text/template"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
@@ -80,7 +82,15 @@ func Objects(v Values) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// Apply server-side applies every manifest as field manager k1m.
+// Retired are objects earlier k1m versions applied and this one removes:
+// Apply deletes them, so a cluster upgraded in place loses them too.
+var Retired = []struct{ Group, Version, Resource, Namespace, Name, Why string }{
+	{"rbac.authorization.k8s.io", "v1", "clusterrolebindings", "", "k1m:node-autoapprove-bootstrap",
+		"it let kube-controller-manager approve a join token's certificate for any node name, an existing node's too; pkg/approver decides those now"},
+}
+
+// Apply server-side applies every manifest as field manager k1m, then
+// deletes the retired objects.
 func Apply(ctx context.Context, cfg *rest.Config, v Values) error {
 	objs, err := Objects(v)
 	if err != nil {
@@ -112,6 +122,13 @@ func Apply(ctx context.Context, cfg *rest.Config, v Values) error {
 		}
 		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: "k1m", Force: &force}); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	for _, r := range Retired {
+		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+		err := dyn.Resource(gvr).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the retired %s %s: %w", r.Resource, r.Name, err)
 		}
 	}
 	return nil

@@ -30,7 +30,19 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 	if image != "registry.k8s.io/coredns/coredns:v1.11.3" {
 		t.Errorf("CoreDNS image = %q", image)
 	}
-	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 1 {
+	for _, o := range objs {
+		for _, r := range Retired {
+			if o.GetName() == r.Name {
+				t.Errorf("%s %s is both applied and retired", o.GetKind(), o.GetName())
+			}
+		}
+		// No binding may let a join token's group approve node client
+		// certificates itself (the approver refuses takeovers instead).
+		if roleRef, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); roleRef == "system:certificates.k8s.io:certificatesigningrequests:nodeclient" {
+			t.Errorf("%s %s grants auto-approval of node client certificates", o.GetKind(), o.GetName())
+		}
+	}
+	if kinds["ClusterRoleBinding"] < 4 || kinds["Deployment"] != 1 {
 		t.Errorf("unexpected kinds: %v", kinds)
 	}
 }

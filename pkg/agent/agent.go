@@ -16,6 +16,7 @@ import (
 
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/cgroups"
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/containerd"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -33,7 +34,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	token, _ := pki.ParseToken(cfg.Token)
+	passThrough, _ := cfg.PassThrough() // checked by Validate
 	nodeName, nodeIP, err := netutil.NodeIdentity(cfg.NodeName, cfg.NodeIP)
 	if err != nil {
 		return err
@@ -48,16 +49,8 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := preflight.Writable("--run-dir", p.run); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "k1m agent: joining %s as node %s (%s)\n", cfg.Server, nodeName, nodeIP)
-	found, err := join.Discover(ctx, cfg.Server, token)
+	settings, bootstrapping, err := joinOrResume(ctx, cfg, p, nodeName, nodeIP, out)
 	if err != nil {
-		return err
-	}
-	if err := fsutil.WriteFile(p.caFile(), found.CAPEM, 0o644); err != nil {
-		return err
-	}
-	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
-	if err := kubeconfig.Write(p.bootstrapKubeconfig(), boot); err != nil {
 		return err
 	}
 	if err := podnet.EnableForwarding(); err != nil {
@@ -82,15 +75,24 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cgroups.Ensure(cgroupRoot); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFile(p.kubeletConfig(), []byte(kubeletConfig(p, found.Settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir)), 0o600); err != nil {
+	if err := fsutil.WriteFile(p.kubeletConfig(), []byte(kubeletConfig(p, settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir)), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", found.Settings.RenewInterval, found.Settings.LeaseDurationSeconds)
-	kubelet := multicall.Start(ctx, "kubelet", kubeletArgs(p, nodeName, nodeIP))
-	// The kubelet writes its kubeconfig first, then gets the certificate
-	// it names once kube-controller-manager approved and signed its CSR.
-	if err := waitForFile(ctx, p.kubeletClientCert(), 3*time.Minute, kubelet); err != nil {
-		return fmt.Errorf("the kubelet got no client certificate (TLS bootstrap): %w", err)
+	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", settings.RenewInterval, settings.LeaseDurationSeconds)
+	kubelet := multicall.Start(ctx, componentargs.Kubelet.Name, componentargs.Merge(kubeletArgs(p, nodeName, nodeIP, bootstrapping), passThrough[componentargs.Kubelet.Name]))
+	if bootstrapping {
+		// The kubelet writes its kubeconfig first, then gets the
+		// certificate it names once k1m's approver approved its CSR and
+		// kube-controller-manager signed it. From then on the node lives
+		// on that certificate (the kubelet rotates it): the token is not
+		// kept.
+		if err := waitForFile(ctx, p.kubeletClientCert(), 3*time.Minute, kubelet); err != nil {
+			return fmt.Errorf("the kubelet got no client certificate (TLS bootstrap; k1m kubectl get csr shows whether the server denied it and why): %w", err)
+		}
+		if err := os.Remove(p.bootstrapKubeconfig()); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "k1m agent: node %s joined: it runs on its own client certificate now, and the join token is not kept\n", nodeName)
 	}
 	restCfg, err := kubeconfig.RESTConfig(p.kubeletKubeconfig())
 	if err != nil {
@@ -102,7 +104,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	}
 	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir()}.Run(ctx, client)
 	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
-	proxy := multicall.Start(ctx, "kube-proxy", proxyArgs(p, nodeName, cfg.ProxyMode, found.Settings.ClusterCIDR))
+	proxy := multicall.Start(ctx, componentargs.KubeProxy.Name, componentargs.Merge(proxyArgs(p, nodeName, cfg.ProxyMode, settings.ClusterCIDR), passThrough[componentargs.KubeProxy.Name]))
 	select {
 	case err := <-kubelet:
 		return err
@@ -113,6 +115,35 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// joinOrResume gets the cluster's settings: with the node's own
+// credentials when it has valid ones, else by joining with the token
+// (which then must be given). bootstrapping tells which.
+func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, nodeIP string, out io.Writer) (join.Settings, bool, error) {
+	expires, why := p.ownCredentials(time.Now())
+	if why == nil {
+		fmt.Fprintf(out, "k1m agent: node %s starts on its own client certificate (valid until %s); no token needed\n", nodeName, expires.UTC().Format(time.RFC3339))
+		settings, err := join.ReadSettings(ctx, p.kubeletKubeconfig())
+		return settings, false, err
+	}
+	if cfg.Token == "" {
+		return join.Settings{}, false, fmt.Errorf("--token is empty, and node %s cannot start without one: %v; give a join token (k1m token create on a server, or the server's DATA-DIR/token)", nodeName, why)
+	}
+	token, _ := pki.ParseToken(cfg.Token) // checked by Validate
+	fmt.Fprintf(out, "k1m agent: joining %s as node %s (%s) with token %s\n", cfg.Server, nodeName, nodeIP, token.TokenID())
+	found, err := join.Discover(ctx, cfg.Server, token)
+	if err != nil {
+		return join.Settings{}, false, err
+	}
+	if err := p.forgetCredentials(); err != nil {
+		return join.Settings{}, false, err
+	}
+	if err := fsutil.WriteFile(p.caFile(), found.CAPEM, 0o644); err != nil {
+		return join.Settings{}, false, err
+	}
+	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
+	return found.Settings, true, kubeconfig.Write(p.bootstrapKubeconfig(), boot)
 }
 
 // waitForFile waits for path to appear while the component behind it runs.

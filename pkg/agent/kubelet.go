@@ -29,6 +29,9 @@ clusterDomain: %q
 nodeLeaseDurationSeconds: %d
 nodeLeaseRenewInterval: %s
 rotateCertificates: true
+# Serving certificate from the cluster CA, through a CSR that k1m's approver
+# grants for the node's own addresses: kube-apiserver verifies kubelets.
+serverTLSBootstrap: true
 failSwapOn: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
@@ -37,16 +40,21 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 `, cgroupRoot, endpoint, podLogsDir, p.caFile(), s.ClusterDNS, strings.TrimSuffix(s.ClusterDomain, "."), s.LeaseDurationSeconds, s.RenewInterval)
 }
 
-func kubeletArgs(p paths, nodeName, nodeIP string) []string {
-	return []string{
+// kubeletArgs are the kubelet's flags; --bootstrap-kubeconfig only while
+// the node joins (a restart runs on the node's own certificate).
+func kubeletArgs(p paths, nodeName, nodeIP string, bootstrapping bool) []string {
+	args := []string{
 		"--config=" + p.kubeletConfig(),
-		"--bootstrap-kubeconfig=" + p.bootstrapKubeconfig(),
 		"--kubeconfig=" + p.kubeletKubeconfig(),
 		"--cert-dir=" + p.kubeletPKI(),
 		"--root-dir=" + p.kubeletRoot(),
 		"--hostname-override=" + nodeName,
 		"--node-ip=" + nodeIP,
 	}
+	if bootstrapping {
+		args = append(args, "--bootstrap-kubeconfig="+p.bootstrapKubeconfig())
+	}
+	return args
 }
 
 func proxyArgs(p paths, nodeName, mode, clusterCIDR string) []string {
@@ -60,7 +68,9 @@ func proxyArgs(p paths, nodeName, mode, clusterCIDR string) []string {
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
-		"--healthz-bind-address=[::]:10256",
+		// Loopback only: nothing but kube-apiserver and the kubelet
+		// listens beyond it (docs/security.md).
+		"--healthz-bind-address=[::1]:10256",
 		"--metrics-bind-address=[::1]:10249",
 	}
 }

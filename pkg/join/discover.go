@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/pki"
@@ -116,4 +118,22 @@ func truncate(b []byte) string {
 		return string(b[:200]) + "..."
 	}
 	return string(b)
+}
+
+// ReadSettings reads k1m-cluster with a node's own kubeconfig: what a
+// node that joined before needs at a restart, without a token.
+func ReadSettings(ctx context.Context, kubeconfigPath string) (Settings, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+	if err != nil {
+		return Settings{}, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Settings{}, err
+	}
+	cm, err := client.CoreV1().ConfigMaps(PublicNamespace).Get(ctx, SettingsName, metav1.GetOptions{})
+	if err != nil {
+		return Settings{}, fmt.Errorf("reading %s/%s with the node's own certificate (%s): %w", PublicNamespace, SettingsName, kubeconfigPath, err)
+	}
+	return SettingsFromData(cm.Data)
 }

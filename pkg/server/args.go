@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
 )
@@ -24,24 +25,25 @@ func etcdOverrides(ephemeral etcd.Member) string {
 	return strings.Join(parts, ",")
 }
 
-func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephemeral etcd.Member) []string {
+func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephemeral etcd.Member, opts apiserverOptions) []string {
 	domain := strings.TrimSuffix(cfg.ClusterDomain, ".")
-	return []string{
+	args := []string{
 		"--advertise-address=" + advertise,
 		"--bind-address=" + cfg.BindAddress,
 		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
 		"--etcd-servers=" + durable.ClientURL(),
 		"--etcd-servers-overrides=" + etcdOverrides(ephemeral),
-		"--etcd-cafile=" + c.caCert,
+		"--etcd-cafile=" + c.etcd.cert,
 		"--etcd-certfile=" + c.etcdClient.cert,
 		"--etcd-keyfile=" + c.etcdClient.key,
-		"--client-ca-file=" + c.caCert,
+		"--client-ca-file=" + c.cluster.cert,
 		"--tls-cert-file=" + c.apiserver.cert,
 		"--tls-private-key-file=" + c.apiserver.key,
 		"--kubelet-client-certificate=" + c.kubeletClient.cert,
 		"--kubelet-client-key=" + c.kubeletClient.key,
+		"--kubelet-certificate-authority=" + c.cluster.cert,
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
-		"--requestheader-client-ca-file=" + c.caCert,
+		"--requestheader-client-ca-file=" + c.frontProxy.cert,
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
@@ -58,6 +60,14 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephem
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if opts.encryptionConfig != "" {
+		args = append(args, "--encryption-provider-config="+opts.encryptionConfig)
+	}
+	if a := opts.audit; a.LogPath != "" {
+		args = append(args, "--audit-policy-file="+a.PolicyFile, "--audit-log-path="+a.LogPath,
+			"--audit-log-maxage="+strconv.Itoa(a.MaxAge), "--audit-log-maxbackup="+strconv.Itoa(a.MaxBackup), "--audit-log-maxsize="+strconv.Itoa(a.MaxSize))
+	}
+	return componentargs.Merge(args, opts.extra)
 }
 
 // localControllerArgs are shared by the controller-manager and the
@@ -80,9 +90,9 @@ func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubecon
 		"--cluster-cidr="+cfg.ClusterCIDR,
 		"--node-cidr-mask-size-ipv6="+strconv.Itoa(config.DefaultNodeMask),
 		"--service-cluster-ip-range="+cfg.ServiceCIDR,
-		"--cluster-signing-cert-file="+c.caCert,
-		"--cluster-signing-key-file="+c.caKey,
-		"--root-ca-file="+c.caCert,
+		"--cluster-signing-cert-file="+c.cluster.cert,
+		"--cluster-signing-key-file="+c.cluster.key,
+		"--root-ca-file="+c.cluster.cert,
 		"--service-account-private-key-file="+c.saKey,
 		"--use-service-account-credentials=true",
 		"--controllers=*,bootstrapsigner,tokencleaner",

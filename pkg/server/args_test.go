@@ -32,7 +32,7 @@ func TestControllerManagerFollowsTheLeaseProfile(t *testing.T) {
 
 func TestAPIServerArgs(t *testing.T) {
 	cfg := config.DefaultServer()
-	args := strings.Join(apiserverArgs(cfg, "fddf:4035:b520::1", &certs{}, etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}), " ")
+	args := strings.Join(apiserverArgs(cfg, "fddf:4035:b520::1", &certs{}, etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}, apiserverOptions{}), " ")
 	for _, want := range []string{"--etcd-servers=https://[::1]:2379", "--etcd-servers-overrides=/events#https://[::1]:2381", "--service-cluster-ip-range=fddf:4035:b510::/108",
 		"--authorization-mode=Node,RBAC", "--enable-bootstrap-token-auth=true", "--advertise-address=fddf:4035:b520::1", "--bind-address=::"} {
 		if !strings.Contains(args, want) {

@@ -11,64 +11,124 @@ import (
 )
 
 // certs are the files the control plane runs with, under DATA-DIR/tls.
+// Each trust domain has its own CA, as kubeadm and k3s keep them, so that a
+// certificate from one domain is worthless in another: above all, what
+// kube-controller-manager signs through the CSR API (cluster CA) opens no
+// etcd (etcd CA).
 type certs struct {
-	dir                    string
-	ca                     *pki.Authority
-	caCert, caKey          string
-	apiserver              pair
-	etcdServer, etcdClient pair
-	kubeletClient          pair // kube-apiserver -> kubelets
-	frontProxyClient       pair // kube-apiserver -> aggregated API servers
-	admin                  pair
-	controllerManager      pair
-	scheduler              pair
-	saKey, saPub           string
+	dir string
+	// cluster signs kube-apiserver's serving certificate, every client of
+	// kube-apiserver (admin, components, nodes through the CSR API) and
+	// the kubelets' serving certificates; kube-apiserver and kubelets
+	// trust it for clients.
+	cluster authority
+	// etcd signs both etcds' serving and peer certificates and their one
+	// client, kube-apiserver; the etcds trust nothing else.
+	etcd authority
+	// frontProxy signs the client certificate kube-apiserver presents to
+	// aggregated API servers; only request-header authentication trusts it.
+	frontProxy authority
+
+	apiserver, kubeletClient, admin, controllerManager, scheduler pair // cluster CA
+	etcdServer, etcdClient                                        pair // etcd CA
+	frontProxyClient                                              pair // front-proxy CA
+	saKey, saPub                                                  string
+}
+
+// authority is a CA with the paths of its files.
+type authority struct {
+	*pki.Authority
+	cert, key string
 }
 
 type pair struct{ cert, key string }
 
-// phasePKI creates or reuses the cluster CA and every certificate; the
-// serving certificate names every address clients may use.
+// servingNames are what kube-apiserver's serving certificate must cover.
+type servingNames struct {
+	IPs      []net.IP
+	DNSNames []string
+}
+
+// apiserverNames lists every name clients may use: the host's addresses,
+// loopback, the kubernetes Service IP and DNS names, the node name.
+func (s *Server) apiserverNames() (servingNames, error) {
+	kubernetesIP, err := s.cfg.ServiceIP(1)
+	if err != nil {
+		return servingNames{}, err
+	}
+	return servingNames{
+		IPs: append(append([]net.IP{}, s.hostIPs...), net.IPv6loopback, kubernetesIP),
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc." + strings.TrimSuffix(s.cfg.ClusterDomain, "."), s.nodeName},
+	}, nil
+}
+
+// phasePKI creates or reuses the CAs and every certificate.
 func (s *Server) phasePKI() (*certs, error) {
-	dir := filepath.Join(s.cfg.DataDir, "tls")
+	names, err := s.apiserverNames()
+	if err != nil {
+		return nil, err
+	}
+	return loadOrIssueCerts(filepath.Join(s.cfg.DataDir, "tls"), names)
+}
+
+// loadOrIssueCerts keeps the PKI in dir. What exists is reused: a CA is
+// never regenerated (pki.LoadOrCreateCA), a leaf is reissued only when it
+// no longer fits (another CA, a missing SAN, near expiry). On a data
+// directory from before the CAs were split (one ca.crt signed everything)
+// this creates the etcd and front-proxy CAs and reissues just the leaves
+// they now sign; the cluster CA, which every node trusts, stays.
+func loadOrIssueCerts(dir string, names servingNames) (*certs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ca, err := pki.LoadOrCreateCA(dir, "ca", "k1m-ca")
-	if err != nil {
-		return nil, err
-	}
-	c := &certs{dir: dir, ca: ca, caCert: filepath.Join(dir, "ca.crt"), caKey: filepath.Join(dir, "ca.key")}
-	kubernetesIP, err := s.cfg.ServiceIP(1)
-	if err != nil {
-		return nil, err
-	}
-	ips := append(s.hostIPs, net.IPv6loopback, kubernetesIP)
-	dnsNames := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-		"kubernetes.default.svc." + strings.TrimSuffix(s.cfg.ClusterDomain, "."), s.nodeName}
-	leaves := []struct {
-		into *pair
-		leaf pki.Leaf
+	c := &certs{dir: dir}
+	for _, a := range []struct {
+		into             *authority
+		name, commonName string
 	}{
-		{&c.apiserver, pki.Leaf{Name: "apiserver", CommonName: "kube-apiserver", Server: true, DNSNames: dnsNames, IPs: ips}},
-		{&c.etcdServer, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv6loopback}}},
-		{&c.etcdClient, pki.Leaf{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client", Client: true}},
-		{&c.kubeletClient, pki.Leaf{Name: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"k1m:kubelet-api-admins"}, Client: true}},
-		{&c.frontProxyClient, pki.Leaf{Name: "front-proxy-client", CommonName: "front-proxy-client", Client: true}},
-		{&c.admin, pki.Leaf{Name: "admin", CommonName: "k1m-admin", Organization: []string{"system:masters"}, Client: true}},
-		{&c.controllerManager, pki.Leaf{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true}},
-		{&c.scheduler, pki.Leaf{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true}},
+		{&c.cluster, "ca", "k1m-ca"},
+		{&c.etcd, "etcd-ca", "k1m-etcd-ca"},
+		{&c.frontProxy, "front-proxy-ca", "k1m-front-proxy-ca"},
+	} {
+		ca, err := pki.LoadOrCreateCA(dir, a.name, a.commonName)
+		if err != nil {
+			return nil, err
+		}
+		*a.into = authority{Authority: ca, cert: filepath.Join(dir, a.name+".crt"), key: filepath.Join(dir, a.name+".key")}
 	}
-	for _, l := range leaves {
-		cert, key, err := ca.LoadOrIssue(dir, l.leaf)
+	for _, l := range c.leaves(names) {
+		cert, key, err := l.ca.LoadOrIssue(dir, l.leaf)
 		if err != nil {
 			return nil, fmt.Errorf("certificate %s: %w", l.leaf.Name, err)
 		}
 		*l.into = pair{cert, key}
 	}
+	var err error
 	c.saKey, c.saPub, err = pki.LoadOrCreateKey(filepath.Join(dir, "service-account.key"))
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+type leafSpec struct {
+	into *pair
+	ca   *pki.Authority
+	leaf pki.Leaf
+}
+
+// leaves are every leaf certificate, with the CA that signs it.
+func (c *certs) leaves(names servingNames) []leafSpec {
+	loopback := []net.IP{net.IPv6loopback}
+	return []leafSpec{
+		{&c.apiserver, c.cluster.Authority, pki.Leaf{Name: "apiserver", CommonName: "kube-apiserver", Server: true, DNSNames: names.DNSNames, IPs: names.IPs}},
+		{&c.kubeletClient, c.cluster.Authority, pki.Leaf{Name: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"k1m:kubelet-api-admins"}, Client: true}},
+		{&c.admin, c.cluster.Authority, pki.Leaf{Name: "admin", CommonName: "k1m-admin", Organization: []string{"system:masters"}, Client: true}},
+		{&c.controllerManager, c.cluster.Authority, pki.Leaf{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true}},
+		{&c.scheduler, c.cluster.Authority, pki.Leaf{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true}},
+		{&c.etcdServer, c.etcd.Authority, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true, DNSNames: []string{"localhost"}, IPs: loopback}},
+		{&c.etcdClient, c.etcd.Authority, pki.Leaf{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client", Client: true}},
+		{&c.frontProxyClient, c.frontProxy.Authority, pki.Leaf{Name: "front-proxy-client", CommonName: "front-proxy-client", Client: true}},
+	}
 }

@@ -24,6 +24,8 @@ import (
 	"k1m.dev/k1m/manifests"
 	"k1m.dev/k1m/pkg/agent"
 	"k1m.dev/k1m/pkg/airgap"
+	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -73,12 +75,13 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	passThrough, _ := cfg.PassThrough() // checked by Validate
 	c, err := s.phasePKI()
 	if err != nil {
 		return err
 	}
 	// The token names the CA: only now is it complete.
-	token.CAHash, err = pki.CAHash(c.ca.CertPEM)
+	token.CAHash, err = pki.CAHash(c.cluster.CertPEM)
 	if err != nil {
 		return err
 	}
@@ -88,8 +91,13 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	}
 	defer durable.Stop()
 	defer ephemeral.Stop()
+	opts, err := s.phaseAPIServerFiles(c)
+	if err != nil {
+		return err
+	}
+	opts.extra = passThrough[componentargs.APIServer.Name]
 	s.step("starting kube-apiserver on %s (Events and Leases in the no-fsync etcd)", apiURL(s.advertise, cfg.HTTPSPort))
-	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg, s.advertise, c, durable.Member, ephemeral.Member))
+	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg, s.advertise, c, durable.Member, ephemeral.Member, opts))
 	client, err := s.phaseAdmin(ctx, c, apiserver)
 	if err != nil {
 		return err
@@ -97,10 +105,12 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err := s.phasePublish(ctx, client, c, token); err != nil {
 		return err
 	}
-	controllers, err := s.phaseControllers(ctx, c)
+	controllers, err := s.phaseControllers(ctx, c, passThrough)
 	if err != nil {
 		return err
 	}
+	// Join requests and kubelet serving certificates (pkg/approver).
+	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup}).Run(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := fsutil.WriteFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
 		return err
@@ -109,7 +119,7 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	s.step("join nodes with: k1m agent --server %s --token $(cat %s)", apiURL(s.advertise, cfg.HTTPSPort), TokenFile(cfg.DataDir))
 	agentDone := make(chan error, 1)
 	if !cfg.DisableAgent {
-		go func() { agentDone <- s.runAgent(ctx, token) }()
+		go func() { agentDone <- s.runAgent(ctx, token.Token) }()
 	}
 	select {
 	case err := <-apiserver:
@@ -181,24 +191,41 @@ func (s *Server) phasePreflight() error {
 	return errors.Join(errs...)
 }
 
-// phaseToken loads the join token, or takes --token, or makes one.
-func (s *Server) phaseToken() (pki.Token, error) {
-	if s.cfg.Token != "" {
-		return pki.Token{Secret: s.cfg.Token}, nil
-	}
+// serverToken is the server's join token and whether its bootstrap-token
+// Secret is still to be created (a token the data directory keeps has
+// one already: creating it again at every start would bring back a
+// token an operator deleted).
+type serverToken struct {
+	pki.Token
+	create  bool
+	replace string // ID of the token --token replaces, deleted once it exists
+}
+
+// phaseToken loads the join token from DATA-DIR/token, or takes --token,
+// or makes one.
+func (s *Server) phaseToken() (serverToken, error) {
+	var kept *pki.Token
 	if data, err := os.ReadFile(TokenFile(s.cfg.DataDir)); err == nil {
 		t, err := pki.ParseToken(string(data))
 		if err != nil {
-			return pki.Token{}, fmt.Errorf("%s: %w (delete it to have a new token made)", TokenFile(s.cfg.DataDir), err)
+			return serverToken{}, fmt.Errorf("%s: %w (delete it to have a new token made)", TokenFile(s.cfg.DataDir), err)
 		}
-		return t, nil
+		kept = &t
+	}
+	switch {
+	case s.cfg.Token != "" && kept != nil && kept.Secret != s.cfg.Token:
+		return serverToken{Token: pki.Token{Secret: s.cfg.Token}, create: true, replace: kept.TokenID()}, nil
+	case s.cfg.Token != "":
+		return serverToken{Token: pki.Token{Secret: s.cfg.Token}, create: kept == nil}, nil
+	case kept != nil:
+		return serverToken{Token: *kept}, nil
 	}
 	secret, err := pki.NewSecret()
-	return pki.Token{Secret: secret}, err
+	return serverToken{Token: pki.Token{Secret: secret}, create: true}, err
 }
 
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
-	tls := etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.caCert}
+	tls := etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.etcd.cert}
 	s.step("starting etcd (durable, %s) and etcd (no fsync, %s)", filepath.Join(s.cfg.DataDir, "etcd"), s.cfg.EphemeralDataDir)
 	durable, err := etcd.Start(ctx, etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort, TLS: tls})
 	if err != nil {
@@ -214,11 +241,11 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 
 // phaseAdmin writes the admin kubeconfig and waits for kube-apiserver.
 func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan error) (kubernetes.Interface, error) {
-	admin := kubeconfig.Build(apiURL(s.advertise, s.cfg.HTTPSPort), c.ca.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
+	admin := kubeconfig.Build(apiURL(s.advertise, s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
 	if err := kubeconfig.Write(AdminKubeconfig(s.cfg.DataDir), admin); err != nil {
 		return nil, err
 	}
-	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
+	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
 	localPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")
 	if err := kubeconfig.Write(localPath, local); err != nil {
 		return nil, err
@@ -254,15 +281,26 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 }
 
 // phasePublish writes what agents need to join, then the manifests.
-func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, c *certs, token pki.Token) error {
+func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, c *certs, token serverToken) error {
 	dns, err := s.cfg.ServiceIP(10)
 	if err != nil {
 		return err
 	}
 	settings := join.Settings{RenewInterval: s.lease.RenewInterval, LeaseDurationSeconds: s.lease.LeaseDurationSeconds(),
 		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
-	if err := join.Publish(ctx, client, c.ca.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), token, settings); err != nil {
+	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), settings); err != nil {
 		return err
+	}
+	if token.create {
+		if err := join.EnsureToken(ctx, client, token.Token, join.ServerTokenDescription); err != nil {
+			return err
+		}
+	}
+	if token.replace != "" {
+		if err := join.DeleteToken(ctx, client, token.replace); err != nil && !errors.Is(err, join.ErrTokenNotFound) {
+			return err
+		}
+		s.step("--token replaced the join token %s, which is deleted", token.replace)
 	}
 	s.step("applying manifests (node RBAC, CoreDNS at %s)", dns)
 	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup})
@@ -270,10 +308,10 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 
 // phaseControllers starts kube-controller-manager and kube-scheduler; the
 // returned channel reports the first to stop.
-func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, error) {
-	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
+func (s *Server) phaseControllers(ctx context.Context, c *certs, passThrough config.PassThrough) (<-chan error, error) {
+	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
 	kcmPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "controller-manager.kubeconfig")
-	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.ca.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
+	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
 	schedPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "scheduler.kubeconfig")
 	if err := kubeconfig.Write(kcmPath, kcm); err != nil {
 		return nil, err
@@ -283,11 +321,15 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, 
 	}
 	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler", s.lease.LeaseDuration, s.lease.GracePeriod)
 	done := make(chan error, 2)
-	for name, args := range map[string][]string{
-		"kube-controller-manager": controllerManagerArgs(s.cfg, s.lease, kcmPath, c),
-		"kube-scheduler":          schedulerArgs(schedPath),
+	// In a fixed order: the controller manager first, then the scheduler.
+	for _, component := range []struct {
+		name string
+		args []string
+	}{
+		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg, s.lease, kcmPath, c)},
+		{componentargs.Scheduler.Name, schedulerArgs(schedPath)},
 	} {
-		ch := multicall.Start(ctx, name, args)
+		ch := multicall.Start(ctx, component.name, componentargs.Merge(component.args, passThrough[component.name]))
 		go func() { done <- <-ch }()
 	}
 	return done, nil
@@ -304,5 +346,6 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.NodeIP = s.nodeIP
 	a.ImagesDir = s.cfg.ImagesDir
 	a.ProxyMode = s.cfg.ProxyMode
+	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
 	return agent.Run(ctx, a, s.out)
 }

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"time"
+)
+
+// ownCredentials tells whether the node can start on the client
+// certificate it got at its join (kept and rotated by the kubelet): it
+// must exist, chain to the cluster CA kept at the join, and be valid for
+// a while yet. Otherwise it says why, and the node joins again with a
+// token.
+func (p paths) ownCredentials(now time.Time) (expires time.Time, why error) {
+	if _, err := os.Stat(p.kubeletKubeconfig()); err != nil {
+		return time.Time{}, fmt.Errorf("no kubeconfig of its own (%s)", p.kubeletKubeconfig())
+	}
+	cert, err := firstCertificate(p.kubeletClientCert())
+	if err != nil {
+		return time.Time{}, err
+	}
+	caPEM, err := os.ReadFile(p.caFile())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("no cluster CA kept (%s)", p.caFile())
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return time.Time{}, fmt.Errorf("%s holds no certificate", p.caFile())
+	}
+	// Checked a minute ahead: the kubelet must have time to connect.
+	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now.Add(time.Minute), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("its client certificate %s is not usable: %v", p.kubeletClientCert(), err)
+	}
+	return cert.NotAfter, nil
+}
+
+func firstCertificate(path string) (*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("no client certificate of its own (%s)", path)
+	}
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return nil, fmt.Errorf("%s holds no certificate", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(block.Bytes)
+		}
+	}
+}
+
+// forgetCredentials removes what a failed or expired identity left, so
+// that the kubelet bootstraps afresh.
+func (p paths) forgetCredentials() error {
+	for _, f := range []string{p.kubeletKubeconfig(), p.kubeletClientCert()} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// node lays out a joined node: the CA kept at the join, the kubelet's
+// kubeconfig and its client certificate (cert and key in one file, as
+// the kubelet keeps kubelet-client-current.pem).
+func node(t *testing.T, signer *pki.Authority, ca *pki.Authority) paths {
+	t.Helper()
+	p := paths{data: t.TempDir()}
+	os.MkdirAll(p.kubeletPKI(), 0o700)
+	os.WriteFile(p.caFile(), ca.CertPEM, 0o644)
+	os.WriteFile(p.kubeletKubeconfig(), []byte("{}"), 0o600)
+	dir := t.TempDir()
+	cert, key, err := signer.LoadOrIssue(dir, pki.Leaf{Name: "client", CommonName: "system:node:n", Organization: []string{"system:nodes"}, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := os.ReadFile(cert)
+	k, _ := os.ReadFile(key)
+	os.WriteFile(p.kubeletClientCert(), append(c, k...), 0o600)
+	return p
+}
+
+func TestOwnCredentials(t *testing.T) {
+	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	other, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	now := time.Now()
+
+	p := node(t, ca, ca)
+	if expires, err := p.ownCredentials(now); err != nil || expires.Before(now.Add(300*24*time.Hour)) {
+		t.Errorf("a fresh certificate: expires %v, %v", expires, err)
+	}
+	if _, err := p.ownCredentials(now.Add(400 * 24 * time.Hour)); err == nil || !strings.Contains(err.Error(), "is not usable: x509: certificate has expired") {
+		t.Errorf("an expired certificate: %v", err)
+	}
+	if _, err := node(t, other, ca).ownCredentials(now); err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("a certificate of another CA: %v", err)
+	}
+	os.Remove(p.kubeletKubeconfig())
+	if _, err := p.ownCredentials(now); err == nil || err.Error() != "no kubeconfig of its own ("+p.kubeletKubeconfig()+")" {
+		t.Errorf("no kubeconfig: %v", err)
+	}
+	fresh := paths{data: t.TempDir()}
+	os.WriteFile(fresh.kubeletKubeconfig(), []byte("{}"), 0o600)
+	if _, err := fresh.ownCredentials(now); err == nil || err.Error() != "no client certificate of its own ("+fresh.kubeletClientCert()+")" {
+		t.Errorf("never joined: %v", err)
+	}
+	if err := p.forgetCredentials(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(p.kubeletClientCert())); !os.IsNotExist(err) {
+		t.Error("forgetCredentials left the client certificate")
+	}
+}

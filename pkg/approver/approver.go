@@ -1,0 +1,289 @@
+// Package approver decides the two kinds of node certificate requests that
+// kube-controller-manager leaves to k1m:
+//
+//   - a kubelet client certificate asked for with a join token (the
+//     bootstrap group). A token holder may name any node that does not
+//     exist yet; a name that is already a Node, or that a certificate was
+//     already issued for to another key, is refused. So a join token can
+//     add nodes but never take one over. (Renewals by a node of its own
+//     certificate, with its own credentials, stay with the controller
+//     manager's selfnodeclient approval.)
+//   - a kubelet serving certificate, asked for by a node with its own
+//     credentials, for names and addresses its Node object holds. With it
+//     kube-apiserver verifies kubelets (--kubelet-certificate-authority).
+package approver
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/apis/certificates"
+)
+
+// Reasons written on the CSR's condition.
+const (
+	ReasonApproved       = "K1mNodeApprover"
+	ReasonNodeExists     = "NodeExists"
+	ReasonNameTaken      = "NodeNameTaken"
+	ReasonInvalidRequest = "InvalidRequest"
+	ReasonNotOwnAddress  = "NotTheNodesAddress"
+	ReasonNotOwnNode     = "NotTheRequestersNode"
+)
+
+// Approver watches CSRs and approves or denies the ones it owns.
+type Approver struct {
+	Client kubernetes.Interface
+	// BootstrapGroup is the extra group of k1m's join tokens.
+	BootstrapGroup string
+}
+
+type verdict struct {
+	approve bool
+	reason  string
+	message string
+}
+
+// errNotYet leaves a request pending for another look: a serving
+// certificate asked for before the Node shows its addresses.
+type errNotYet struct{ why string }
+
+func (e errNotYet) Error() string { return e.why }
+
+// Run decides CSRs until ctx ends, one at a time: the checks of one
+// decision read the API live, so two requests racing for one node name
+// cannot both pass.
+func (a *Approver) Run(ctx context.Context) {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	factory := informers.NewSharedInformerFactory(a.Client, 10*time.Minute)
+	informer := factory.Certificates().V1().CertificateSigningRequests().Informer()
+	enqueue := func(obj any) {
+		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && pending(csr) {
+			queue.Add(csr.Name)
+		}
+	}
+	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	for {
+		name, quit := queue.Get()
+		if quit {
+			return
+		}
+		err := a.Sync(ctx, name)
+		switch {
+		case err == nil:
+			queue.Forget(name)
+		case ctx.Err() != nil:
+		default:
+			klog.V(2).InfoS("CSR not decided yet", "csr", name, "why", err)
+			queue.AddRateLimited(name)
+		}
+		queue.Done(name)
+	}
+}
+
+// Sync decides one CSR, if it is still pending and one this package owns.
+func (a *Approver) Sync(ctx context.Context, name string) error {
+	csr, err := a.Client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !pending(csr) {
+		return nil
+	}
+	var v *verdict
+	switch {
+	case csr.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && slices.Contains(csr.Spec.Groups, a.BootstrapGroup):
+		v, err = a.decideJoin(ctx, csr)
+	case csr.Spec.SignerName == certv1.KubeletServingSignerName:
+		v, err = a.decideServing(ctx, csr)
+	default:
+		return nil // the controller manager's, or nobody's
+	}
+	if err != nil {
+		return err
+	}
+	return a.record(ctx, csr, v)
+}
+
+func pending(csr *certv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certv1.CertificateApproved || c.Type == certv1.CertificateDenied || c.Type == certv1.CertificateFailed {
+			return false
+		}
+	}
+	return true
+}
+
+func approved(csr *certv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certv1.CertificateApproved && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func deny(reason, format string, args ...any) *verdict {
+	return &verdict{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// decideJoin decides a client certificate asked for with a join token.
+func (a *Approver) decideJoin(ctx context.Context, csr *certv1.CertificateSigningRequest) (*verdict, error) {
+	req, err := parse(csr)
+	if err != nil {
+		return deny(ReasonInvalidRequest, "%v", err), nil
+	}
+	if err := certificates.ValidateKubeletClientCSR(req, usages(csr)); err != nil {
+		return deny(ReasonInvalidRequest, "not a kubelet client certificate request: %v", err), nil
+	}
+	node := strings.TrimPrefix(req.Subject.CommonName, "system:node:")
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return deny(ReasonInvalidRequest, "node name %q is not a lower-case DNS-1123 subdomain: %s", node, strings.Join(errs, "; ")), nil
+	}
+	_, err = a.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return deny(ReasonNodeExists, "node %s exists already: a join token adds new nodes and cannot take over one; to join a machine again under this name, delete the Node first (k1m kubectl delete node %s)", node, node), nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	// The Node may not be registered yet: a certificate issued for this
+	// name to another key in the last hour (approved CSRs live that long)
+	// binds the name too. The same key asking again is the same kubelet
+	// (it keeps its key across restarts while it waits).
+	all, err := a.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range all.Items {
+		other := &all.Items[i]
+		if other.Name == csr.Name || other.Spec.SignerName != certv1.KubeAPIServerClientKubeletSignerName || !approved(other) {
+			continue
+		}
+		otherReq, err := parse(other)
+		if err != nil || otherReq.Subject.CommonName != req.Subject.CommonName {
+			continue
+		}
+		if !samePublicKey(otherReq, req) {
+			return deny(ReasonNameTaken, "a client certificate for node %s was issued to another key (CSR %s): a join token cannot take over a node name; delete that CSR if the machine it went to is gone", node, other.Name), nil
+		}
+	}
+	return &verdict{approve: true, reason: ReasonApproved, message: fmt.Sprintf("new node %s joined with a token of %s", node, a.BootstrapGroup)}, nil
+}
+
+// decideServing decides a kubelet serving certificate: asked for by the
+// node it names, for its own names and addresses only.
+func (a *Approver) decideServing(ctx context.Context, csr *certv1.CertificateSigningRequest) (*verdict, error) {
+	req, err := parse(csr)
+	if err != nil {
+		return deny(ReasonInvalidRequest, "%v", err), nil
+	}
+	if err := certificates.ValidateKubeletServingCSR(req, usages(csr)); err != nil {
+		return deny(ReasonInvalidRequest, "not a kubelet serving certificate request: %v", err), nil
+	}
+	if csr.Spec.Username != req.Subject.CommonName || !slices.Contains(csr.Spec.Groups, "system:nodes") {
+		return deny(ReasonNotOwnNode, "%s asked for a serving certificate of %s: a node may ask only for its own", csr.Spec.Username, req.Subject.CommonName), nil
+	}
+	name := strings.TrimPrefix(req.Subject.CommonName, "system:node:")
+	node, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, errNotYet{"node " + name + " is not registered yet"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ips, dns := nodeAddresses(node)
+	if len(ips) == 0 {
+		return nil, errNotYet{"node " + name + " has no address yet"}
+	}
+	for _, ip := range req.IPAddresses {
+		if !ips.Has(ip.String()) {
+			return deny(ReasonNotOwnAddress, "IP %s is not an address of node %s (it has %s)", ip, name, strings.Join(sets.List(ips), ", ")), nil
+		}
+	}
+	for _, d := range req.DNSNames {
+		if !dns.Has(d) {
+			return deny(ReasonNotOwnAddress, "DNS name %s is not a name of node %s (it has %s)", d, name, strings.Join(sets.List(dns), ", ")), nil
+		}
+	}
+	return &verdict{approve: true, reason: ReasonApproved, message: "serving certificate for node " + name + "'s own addresses"}, nil
+}
+
+// nodeAddresses are the IPs and DNS names a node's serving certificate
+// may carry: its name and the addresses in its status.
+func nodeAddresses(node *corev1.Node) (ips, dns sets.Set[string]) {
+	ips, dns = sets.New[string](), sets.New(node.Name)
+	for _, a := range node.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeInternalIP, corev1.NodeExternalIP:
+			if ip := net.ParseIP(a.Address); ip != nil {
+				ips.Insert(ip.String())
+			}
+		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+			dns.Insert(a.Address)
+		}
+	}
+	return ips, dns
+}
+
+func (a *Approver) record(ctx context.Context, csr *certv1.CertificateSigningRequest, v *verdict) error {
+	condition := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateDenied, Status: corev1.ConditionTrue,
+		Reason: v.reason, Message: v.message, LastUpdateTime: metav1.Now()}
+	if v.approve {
+		condition.Type = certv1.CertificateApproved
+	}
+	csr = csr.DeepCopy()
+	csr.Status.Conditions = append(csr.Status.Conditions, condition)
+	if _, err := a.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	klog.InfoS("CSR decided", "csr", csr.Name, "approved", v.approve, "reason", v.reason, "message", v.message)
+	return nil
+}
+
+func parse(csr *certv1.CertificateSigningRequest) (*x509.CertificateRequest, error) {
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, fmt.Errorf("the request holds no PEM CERTIFICATE REQUEST")
+	}
+	return x509.ParseCertificateRequest(block.Bytes)
+}
+
+func usages(csr *certv1.CertificateSigningRequest) sets.String {
+	s := sets.NewString()
+	for _, u := range csr.Spec.Usages {
+		s.Insert(string(u))
+	}
+	return s
+}
+
+func samePublicKey(a, b *x509.CertificateRequest) bool {
+	ad, err1 := x509.MarshalPKIXPublicKey(a.PublicKey)
+	bd, err2 := x509.MarshalPKIXPublicKey(b.PublicKey)
+	return err1 == nil && err2 == nil && string(ad) == string(bd)
+}
