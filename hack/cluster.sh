@@ -63,12 +63,12 @@ start_server() {
   log "k1m server started (pid $!, log $CLUSTER_DIR/server.log)"
 }
 
-start_agent() {
-  local i=$1 ns; ns=$(node_name "$i")
+start_agent() { # start_agent I [TOKEN]: a node joins with TOKEN; without it, it runs on its own certificate
+  local i=$1 token=${2:-} ns; ns=$(node_name "$i")
   # nsenter, not ip netns exec: the latter remounts /sys, hiding the cgroup
   # file systems the kubelet needs.
   # The token goes in the environment, not argv: ps shows argv to everyone.
-  K1M_TOKEN="$(cat "$(server_data)/token")" \
+  K1M_TOKEN="$token" \
   nsenter --net="/run/netns/$ns" setsid "$K1M" agent --server "https://[$SERVER_IP]:6443" \
     --node-name "$ns" \
     --node-ip "$PREFIX::$(printf '%x' $((16 + i)))" \
@@ -135,7 +135,7 @@ up() {
   ((NODES > 1)) && sysctl -qw net.ipv6.conf.all.forwarding=1
   start_server
   wait_file "$(server_data)/token"
-  for ((i = 1; i < NODES; i++)); do start_agent "$i"; done
+  for ((i = 1; i < NODES; i++)); do start_agent "$i" "$(cat "$(server_data)/token")"; done
   wait_ready
   cat <<MSG
 
@@ -189,6 +189,12 @@ restart_server() { # for the crash test: kill -9 the server, then start it again
   start_server
 }
 
+restart_agent() { # stop agent I, then start it again with no token: a joined node needs none
+  local i=$1
+  stop_pid "$CLUSTER_DIR/$(node_name "$i").pid"
+  start_agent "$i"
+}
+
 import_images() { # load every image archive of DIR into every node's containerd
   local dir=$1 socks=() sock archive
   for sock in /run/k1m/*/containerd/containerd.sock; do [[ -S $sock ]] && socks+=("$sock"); done
@@ -207,5 +213,6 @@ case ${1:-} in
   import) import_images "${2:?usage: hack/cluster.sh import DIR}" ;;
   down) down ;;
   restart-server) restart_server ;;
-  *) echo "usage: hack/cluster.sh up|down|restart-server|import DIR" >&2; exit 2 ;;
+  restart-agent) restart_agent "${2:?usage: hack/cluster.sh restart-agent I}" ;;
+  *) echo "usage: hack/cluster.sh up|down|restart-server|restart-agent I|import DIR" >&2; exit 2 ;;
 esac

@@ -30,14 +30,26 @@ const KeyName = "k1m-key-1"
 // refused with what to fix: it is never replaced, since the Secrets
 // already written can be read only with it.
 func LoadOrCreateKey(path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		key := make([]byte, KeySize)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		return key, fsutil.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600)
+	key, err := readKey(path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return key, err
 	}
+	key = make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	return key, fsutil.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600)
+}
+
+// CheckKey checks an existing key file without changing anything; an
+// error wrapping os.ErrNotExist means there is none.
+func CheckKey(path string) error {
+	_, err := readKey(path)
+	return err
+}
+
+func readKey(path string) ([]byte, error) {
+	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}

@@ -174,7 +174,7 @@ func (s *Server) phaseResolve() error {
 func (s *Server) phasePreflight() error {
 	var errs []error
 	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--ephemeral-data-dir", s.cfg.EphemeralDataDir))
-	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort))
+	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort), s.checkSecretsKey())
 	for _, p := range []struct {
 		flag string
 		port int

@@ -285,7 +285,7 @@ func etcdClient(t *testing.T, tlsDir string, port int) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(tlsDir, "ca.crt"))
+	caPEM, err := os.ReadFile(filepath.Join(tlsDir, "etcd-ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,6 +357,9 @@ func testBadInput(t *testing.T, c *cluster) {
 		{"renew interval not whole seconds", []string{"server", "--node-lease-renew-interval", "500ms"}, "--node-lease-renew-interval 500ms: want a whole number of seconds"},
 		{"unwritable data dir", []string{"server", "--data-dir", "/proc/k1m", "--disable-agent"}, "--data-dir /proc/k1m: cannot create it"},
 		{"port in use", []string{"server", "--disable-agent"}, "--https-listen-port 6443: port in use"},
+		{"pass-through flag k1m owns", []string{"server", "--kube-apiserver-arg", "etcd-servers=https://[::1]:1"}, `--kube-apiserver-arg "etcd-servers=https://[::1]:1" collides with --etcd-servers, which k1m sets for kube-apiserver itself`},
+		{"pass-through syntax", []string{"agent", "--server", "https://[::1]:6443", "--kubelet-arg", "max-pods"}, `--kubelet-arg "max-pods": want name=value`},
+		{"never joined, no token", []string{"agent", "--server", "https://[::1]:6443", "--images-dir", images}, "--token is empty, and node"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

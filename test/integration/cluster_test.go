@@ -35,13 +35,13 @@ type cluster struct {
 	client                          kubernetes.Interface
 }
 
-func (c *cluster) script(t *testing.T, verb string) {
+func (c *cluster) script(t *testing.T, verb string, args ...string) {
 	t.Helper()
-	cmd := exec.Command("hack/cluster.sh", verb)
+	cmd := exec.Command("hack/cluster.sh", append([]string{verb}, args...)...)
 	cmd.Dir = c.root
 	cmd.Env = append(os.Environ(), fmt.Sprintf("NODES=%d", nodes), "K1M="+c.k1m, "CLUSTER_DIR="+c.clusterDir,
 		"DATA_ROOT="+c.dataRoot, "IMAGES_DIR="+filepath.Join(c.root, "_output", "images"),
-		"SERVER_ARGS=--node-lease-renew-interval="+renewInterval.String())
+		"SERVER_ARGS=--node-lease-renew-interval="+renewInterval.String()+" "+c.securityServerArgs())
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("hack/cluster.sh %s: %v", verb, err)
@@ -101,9 +101,12 @@ func TestCluster(t *testing.T) {
 	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
+	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
+	// After the NotReady watch: the restart stops a node on purpose.
+	t.Run("AgentRestartsOnItsOwnCertificate", func(t *testing.T) { testAgentRestartWithoutToken(ctx, t, c) })
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
 }
 

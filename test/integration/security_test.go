@@ -1,0 +1,481 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/secretsenc"
+	"k1m.dev/k1m/test/testutil"
+)
+
+// Settings the cluster under test is started with (cluster.script), so
+// that the security features and pass-through flags are on end to end.
+const (
+	serverURL            = "https://[fddf:4035:b520::1]:6443"
+	passThroughMaxPods   = 77  // --kubelet-arg=max-pods=77 (the server's node)
+	passThroughTolerance = 123 // --kube-apiserver-arg=default-not-ready-toleration-seconds=123
+)
+
+func (c *cluster) securityServerArgs() string {
+	return strings.Join([]string{
+		"--secrets-encryption",
+		"--audit-log-path=" + c.auditLog(),
+		"--kubelet-arg=max-pods=" + strconv.Itoa(passThroughMaxPods),
+		"--kube-apiserver-arg=default-not-ready-toleration-seconds=" + strconv.Itoa(passThroughTolerance),
+	}, " ")
+}
+
+func (c *cluster) auditLog() string { return filepath.Join(c.dataRoot, "server", "audit", "audit.log") }
+func (c *cluster) tlsFile(name string) string {
+	return filepath.Join(c.dataRoot, "server", "tls", name)
+}
+func (c *cluster) nodeDir(node string) string { return filepath.Join(c.dataRoot, "nodes", node) }
+
+func (c *cluster) serverToken(t *testing.T) pki.Token {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.dataRoot, "server", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := pki.ParseToken(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
+	t.Run("JoinTokenCannotTakeOverANode", func(t *testing.T) { testNoTakeover(ctx, t, c) })
+	t.Run("ExpiredDeletedAndRotatedTokensJoinNothing", func(t *testing.T) { testTokenLifecycle(ctx, t, c) })
+	t.Run("EtcdsRefuseNodeCertificates", func(t *testing.T) { testEtcdsRefuseOthers(t, c) })
+	t.Run("KubeletVerifiedAndRefusesAnonymous", func(t *testing.T) { testKubeletTLS(t, c) })
+	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
+	t.Run("SecretsEncryptedAtRestAndAudited", func(t *testing.T) { testSecretsAtRest(ctx, t, c) })
+	t.Run("PassThroughFlags", func(t *testing.T) { testPassThrough(ctx, t, c) })
+}
+
+// bootstrapClient is what a join token holder can do with the API.
+func (c *cluster) bootstrapClient(t *testing.T, token pki.Token) kubernetes.Interface {
+	caPEM, err := os.ReadFile(c.tlsFile("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: serverURL, BearerToken: token.Secret, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}})
+}
+
+// kubeletClientCSR is the request the kubelet's TLS bootstrap makes.
+func kubeletClientCSR(t *testing.T, name, node string) *certv1.CertificateSigningRequest {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeAPIServerClientKubeletSignerName,
+			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
+	}
+}
+
+// testNoTakeover asks, as a join token holder, for the client certificate
+// of a node that exists: the approver must deny it and nothing is signed.
+// A new name, asked the same way, is approved (the positive control).
+func testNoTakeover(ctx context.Context, t *testing.T, c *cluster) {
+	boot := c.bootstrapClient(t, c.serverToken(t))
+	for _, try := range []struct{ csr, node, want, reason string }{
+		{"k1m-takeover", "k1m-node-1", string(certv1.CertificateDenied), approver.ReasonNodeExists},
+		{"k1m-new-name", "k1m-never-registered", string(certv1.CertificateApproved), approver.ReasonApproved},
+	} {
+		if _, err := boot.CertificatesV1().CertificateSigningRequests().Create(ctx, kubeletClientCSR(t, try.csr, try.node), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("a token holder may ask for certificates: %v", err)
+		}
+		defer c.client.CertificatesV1().CertificateSigningRequests().Delete(ctx, try.csr, metav1.DeleteOptions{})
+		testutil.Eventually(t, time.Minute, "CSR "+try.csr+" decided", func() error {
+			csr, err := c.client.CertificatesV1().CertificateSigningRequests().Get(ctx, try.csr, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, cond := range csr.Status.Conditions {
+				if string(cond.Type) != try.want || cond.Reason != try.reason {
+					t.Fatalf("CSR %s for node %s: %s %s (%s), want %s %s", try.csr, try.node, cond.Type, cond.Reason, cond.Message, try.want, try.reason)
+				}
+				return nil
+			}
+			return fmt.Errorf("still pending")
+		})
+	}
+	time.Sleep(3 * time.Second) // time for the signer, had it been approved
+	csr, _ := c.client.CertificatesV1().CertificateSigningRequests().Get(ctx, "k1m-takeover", metav1.GetOptions{})
+	if len(csr.Status.Certificate) != 0 {
+		t.Fatal("a certificate for the existing node k1m-node-1 was issued to a token holder")
+	}
+}
+
+func (c *cluster) k1mToken(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	all := append([]string{"token"}, args...)
+	all = append(all, "--data-dir", filepath.Join(c.dataRoot, "server"))
+	out, err := exec.Command(c.k1m, all...).Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), fmt.Errorf("%v: %s", err, ee.Stderr)
+	}
+	return string(out), err
+}
+
+// joins tells whether the join with token gets through (the real agent
+// path: CA pinned, then the token sent).
+func joins(ctx context.Context, token pki.Token) error {
+	_, err := join.Discover(ctx, serverURL, token)
+	return err
+}
+
+func testTokenLifecycle(ctx context.Context, t *testing.T, c *cluster) {
+	const refused = "--token: the server refused the token (401 Unauthorized)"
+	created := func(args ...string) pki.Token {
+		out, err := c.k1mToken(t, append([]string{"create"}, args...)...)
+		if err != nil {
+			t.Fatalf("k1m token create %v: %v", args, err)
+		}
+		token, err := pki.ParseToken(out)
+		if err != nil {
+			t.Fatalf("k1m token create printed %q: %v", out, err)
+		}
+		return token
+	}
+	short := created("--ttl", "8s", "--description", "short-lived")
+	daily := created("--description", "for rack 7")
+	for _, tok := range []pki.Token{short, daily} {
+		if err := joins(ctx, tok); err != nil {
+			t.Fatalf("a fresh token %s does not join: %v", tok.TokenID(), err)
+		}
+	}
+	list, err := c.k1mToken(t, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{daily.TokenID(), "for rack 7", short.TokenID(), "short-lived", c.serverToken(t).TokenID(), join.ServerTokenDescription} {
+		if !strings.Contains(list, want) {
+			t.Errorf("k1m token list lacks %q:\n%s", want, list)
+		}
+	}
+	if _, err := c.k1mToken(t, "delete", daily.TokenID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := joins(ctx, daily); err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("a deleted token: %v, want %q", err, refused)
+	}
+	testutil.Eventually(t, 30*time.Second, "the 8 s token expired", func() error {
+		if err := joins(ctx, short); err == nil || !strings.Contains(err.Error(), refused) {
+			return fmt.Errorf("still joins (%v)", err)
+		}
+		return nil
+	})
+	old := c.serverToken(t)
+	if out, err := c.k1mToken(t, "rotate"); err != nil {
+		t.Fatalf("k1m token rotate: %v\n%s", err, out)
+	}
+	rotated := c.serverToken(t)
+	if rotated.TokenID() == old.TokenID() {
+		t.Fatal("rotate left DATA-DIR/token as it was")
+	}
+	if err := joins(ctx, old); err == nil || !strings.Contains(err.Error(), refused) {
+		t.Errorf("the rotated-out server token: %v, want %q", err, refused)
+	}
+	if err := joins(ctx, rotated); err != nil {
+		t.Errorf("the new server token does not join: %v", err)
+	}
+	// Bad input, named.
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "--ttl", "-5s"}, "--ttl -5s: want 0 (never expires) or a positive duration, e.g. 24h"},
+		{[]string{"create", "--ttl", "soon"}, `invalid argument "soon" for "--ttl" flag`},
+		{[]string{"delete", "ABC"}, `token ID "ABC": want ` + join.TokenIDForm},
+		{[]string{"delete", "zzzzzz"}, "token zzzzzz: no such token"},
+	} {
+		if _, err := c.k1mToken(t, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("k1m token %v: %v, want %q", bad.args, err, bad.want)
+		}
+	}
+}
+
+// testAgentRestartWithoutToken restarts an agent with no token at all:
+// it must come back on its own certificate, and no node keeps a join
+// credential on disk.
+func testAgentRestartWithoutToken(ctx context.Context, t *testing.T, c *cluster) {
+	boots, _ := filepath.Glob(filepath.Join(c.dataRoot, "*", "*", "bootstrap.kubeconfig"))
+	more, _ := filepath.Glob(filepath.Join(c.dataRoot, "server", "agent", "bootstrap.kubeconfig"))
+	if boots = append(boots, more...); len(boots) > 0 {
+		t.Errorf("join credentials left on disk after the join: %v", boots)
+	}
+	restarted := time.Now()
+	c.script(t, "restart-agent", "1")
+	testutil.Eventually(t, 2*time.Minute, "k1m-node-1 back on its own certificate", func() error {
+		log, _ := os.ReadFile(filepath.Join(c.clusterDir, "k1m-node-1.log"))
+		if n := strings.Count(string(log), "k1m agent: node k1m-node-1 starts on its own client certificate"); n != 1 {
+			return fmt.Errorf("%d restarts on its own certificate in the log", n)
+		}
+		lease, err := c.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, "k1m-node-1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
+			return fmt.Errorf("lease not renewed since the restart")
+		}
+		return nil
+	})
+}
+
+// httpsGet fetches url presenting cert (nil: none) and trusting caFile.
+func httpsGet(t *testing.T, url, caFile string, cert *tls.Certificate) (int, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cfg := &tls.Config{RootCAs: pool}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func loadPair(t *testing.T, cert, key string) *tls.Certificate {
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pair
+}
+
+// testEtcdsRefuseOthers presents to each etcd a node's client certificate
+// (what anyone gets through the CSR API), no certificate, and kube-
+// apiserver's etcd client certificate (the positive control).
+func testEtcdsRefuseOthers(t *testing.T, c *cluster) {
+	nodeCert := filepath.Join(c.nodeDir("k1m-node-1"), "kubelet-pki", "kubelet-client-current.pem")
+	etcdCA := c.tlsFile("etcd-ca.crt")
+	for _, port := range []int{2379, 2381} {
+		url := fmt.Sprintf("https://[::1]:%d/version", port)
+		if code, err := httpsGet(t, url, etcdCA, loadPair(t, c.tlsFile("apiserver-etcd-client.crt"), c.tlsFile("apiserver-etcd-client.key"))); err != nil || code != http.StatusOK {
+			t.Errorf("etcd :%d with kube-apiserver's client certificate: %d, %v", port, code, err)
+		}
+		for name, cert := range map[string]*tls.Certificate{"a node certificate from the CSR API": loadPair(t, nodeCert, nodeCert), "no certificate": nil} {
+			if code, err := httpsGet(t, url, etcdCA, cert); err == nil {
+				t.Errorf("etcd :%d accepted %s (HTTP %d)", port, name, code)
+			}
+		}
+	}
+}
+
+// testKubeletTLS reaches an agent's kubelet trusting only the cluster CA
+// (its serving certificate must be the cluster's, for its own address):
+// anonymous is refused, kube-apiserver's kubelet client is served.
+func testKubeletTLS(t *testing.T, c *cluster) {
+	url := "https://[fddf:4035:b520::11]:10250/pods"
+	code, err := httpsGet(t, url, c.tlsFile("ca.crt"), nil)
+	if err != nil {
+		t.Fatalf("the kubelet's serving certificate does not verify against the cluster CA: %v", err)
+	}
+	if code != http.StatusUnauthorized {
+		t.Errorf("anonymous request to the kubelet: HTTP %d, want 401", code)
+	}
+	if code, err := httpsGet(t, url, c.tlsFile("ca.crt"), loadPair(t, c.tlsFile("apiserver-kubelet-client.crt"), c.tlsFile("apiserver-kubelet-client.key"))); err != nil || code != http.StatusOK {
+		t.Errorf("kube-apiserver's kubelet client: HTTP %d, %v", code, err)
+	}
+}
+
+// listener is one row of docs/security.md's table, or one live socket.
+type listener struct{ role, addr, port string }
+
+func documentedListeners(t *testing.T, root string) []listener {
+	data, err := os.ReadFile(filepath.Join(root, "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "<!-- listeners:")
+	table, _, ok2 := strings.Cut(table, "<!-- end listeners -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/security.md has no listener table between its markers")
+	}
+	var rows []listener
+	for _, line := range strings.Split(table, "\n")[3:] {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		addr := strings.Trim(strings.Fields(cells[2])[0], "`")
+		port := strings.Fields(cells[3])[0]
+		rows = append(rows, listener{strings.TrimSpace(cells[1]), addr, port})
+	}
+	return rows
+}
+
+// liveListeners lists the TCP listeners of k1m and containerd processes
+// in a network namespace ("" for the host's).
+func liveListeners(t *testing.T, netns string) []listener {
+	args := []string{"ss", "-ltnpH"}
+	if netns != "" {
+		args = append([]string{"nsenter", "--net=/run/netns/" + netns}, args...)
+	}
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	var live []listener
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || !(strings.Contains(f[5], `"k1m"`) || strings.Contains(f[5], `"containerd"`)) {
+			continue
+		}
+		host, port, _ := net.SplitHostPort(f[3])
+		if host == "*" {
+			host = "::"
+		}
+		live = append(live, listener{addr: host, port: port})
+	}
+	return live
+}
+
+func (l listener) matches(row listener) bool {
+	return l.addr == row.addr && (l.port == row.port || row.port == "random")
+}
+
+// testListeners compares every socket k1m opens with docs/security.md,
+// both ways, on the server and on an agent.
+func testListeners(t *testing.T, c *cluster) {
+	rows := documentedListeners(t, c.root)
+	for _, m := range []struct{ netns, role string }{{"", "server"}, {"k1m-node-1", "agent"}} {
+		var want []listener
+		for _, r := range rows {
+			if r.role == "every node" || r.role == m.role {
+				want = append(want, r)
+			}
+		}
+		live := liveListeners(t, m.netns)
+		for _, l := range live {
+			if !slices.ContainsFunc(want, l.matches) {
+				t.Errorf("%s listens on [%s]:%s, which docs/security.md does not list", m.role, l.addr, l.port)
+			}
+			if ip := net.ParseIP(l.addr); !ip.IsLoopback() && l.port != "6443" && l.port != "10250" {
+				t.Errorf("%s listens beyond loopback on [%s]:%s: only kube-apiserver and the kubelet may", m.role, l.addr, l.port)
+			}
+		}
+		for _, r := range want {
+			if !slices.ContainsFunc(live, func(l listener) bool { return l.matches(r) }) {
+				t.Errorf("docs/security.md lists [%s]:%s on %s, which does not listen there", r.addr, r.port, m.role)
+			}
+		}
+	}
+}
+
+// testSecretsAtRest writes a Secret and reads its raw value from the
+// durable etcd, then finds the write in the audit log.
+func testSecretsAtRest(ctx context.Context, t *testing.T, c *cluster) {
+	const canary = "k1m-plaintext-canary-0451"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "at-rest", Namespace: testNamespace}, StringData: map[string]string{"password": canary}}
+	if _, err := c.client.CoreV1().Secrets(testNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := etcdClient(t, filepath.Join(c.dataRoot, "server", "tls"), 2379).Get(ctx, "/registry/secrets/"+testNamespace+"/at-rest")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("raw Secret from etcd: %v (%d keys)", err, len(resp.Kvs))
+	}
+	raw := string(resp.Kvs[0].Value)
+	if !strings.HasPrefix(raw, secretsenc.Prefix) {
+		t.Errorf("the stored Secret starts %q, want %q", raw[:min(len(raw), 40)], secretsenc.Prefix)
+	}
+	if strings.Contains(raw, canary) {
+		t.Error("the stored Secret holds its value in plaintext")
+	}
+	testutil.Eventually(t, 30*time.Second, "the Secret's creation in the audit log", func() error {
+		f, err := os.Open(c.auditLog())
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev struct {
+				Verb      string `json:"verb"`
+				Level     string `json:"level"`
+				User      struct{ Username string }
+				ObjectRef struct{ Resource, Namespace, Name string }
+			}
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Verb == "create" && ev.ObjectRef.Resource == "secrets" && ev.ObjectRef.Name == "at-rest" {
+				if ev.Level != "Metadata" || ev.User.Username != "k1m-admin" || strings.Contains(sc.Text(), canary) {
+					return fmt.Errorf("audit event %s", sc.Text())
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("not there yet")
+	})
+}
+
+// testPassThrough checks one pass-through flag of the kubelet and one of
+// kube-apiserver, each by its effect through the API.
+func testPassThrough(ctx context.Context, t *testing.T, c *cluster) {
+	server := serverNodeName(ctx, t, c, []string{"k1m-node-1", "k1m-node-2"})
+	n, err := c.client.CoreV1().Nodes().Get(ctx, server, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods := n.Status.Capacity.Pods().Value(); pods != passThroughMaxPods {
+		t.Errorf("--kubelet-arg=max-pods=%d: the server's node has capacity for %d pods", passThroughMaxPods, pods)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pass-through", Namespace: testNamespace},
+		Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "c", Image: "k1m.local/busybox:1.35"}}}}
+	created, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.client.CoreV1().Pods(testNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	var got int64 = -1
+	for _, tol := range created.Spec.Tolerations {
+		if tol.Key == corev1.TaintNodeNotReady && tol.TolerationSeconds != nil {
+			got = *tol.TolerationSeconds
+		}
+	}
+	if got != passThroughTolerance {
+		t.Errorf("--kube-apiserver-arg=default-not-ready-toleration-seconds=%d: a new pod tolerates not-ready for %d s", passThroughTolerance, got)
+	}
+}
