@@ -35,7 +35,13 @@ install -m 0644 "$images"/*.tar /var/lib/k1m/images/
 [[ -f /etc/k1m/config.yaml ]] || echo "# k1m $role settings: keys are the flag names (k1m $role --help)" >/etc/k1m/config.yaml
 umask 077
 : >/etc/k1m/k1m.env
-[[ $role == agent ]] && echo "K1M_TOKEN=$K1M_TOKEN" >/etc/k1m/k1m.env
+token_args=""
+if [[ $role == agent ]]; then
+  # Read once at the join, deleted by the agent once the node has its own
+  # certificate: no join credential stays on the machine.
+  echo "$K1M_TOKEN" >/etc/k1m/join-token
+  token_args="--token-file /etc/k1m/join-token "
+fi
 
 unit=/etc/systemd/system/k1m-$role.service
 cat >"$unit" <<UNIT
@@ -47,7 +53,7 @@ After=network-online.target
 [Service]
 Type=simple
 EnvironmentFile=-/etc/k1m/k1m.env
-ExecStart=/usr/local/bin/k1m $role $*
+ExecStart=/usr/local/bin/k1m $role $token_args$*
 KillMode=process
 Delegate=yes
 LimitNOFILE=1048576

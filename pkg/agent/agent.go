@@ -34,6 +34,9 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.ReadTokenFile(); err != nil {
+		return err
+	}
 	passThrough, _ := cfg.PassThrough() // checked by Validate
 	nodeName, nodeIP, err := netutil.NodeIdentity(cfg.NodeName, cfg.NodeIP)
 	if err != nil {
@@ -93,6 +96,12 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "k1m agent: node %s joined: it runs on its own client certificate now, and the join token is not kept\n", nodeName)
+		if cfg.TokenFile != "" {
+			if err := os.Remove(cfg.TokenFile); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+			fmt.Fprintf(out, "k1m agent: deleted --token-file %s\n", cfg.TokenFile)
+		}
 	}
 	restCfg, err := kubeconfig.RESTConfig(p.kubeletKubeconfig())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -21,6 +22,9 @@ type Agent struct {
 	DataDir    string
 	Server     string
 	Token      string
+	// TokenFile holds the join token for the first join; the agent deletes
+	// it once the node has its own certificate.
+	TokenFile string
 	NodeName   string
 	NodeIP     string
 	ImagesDir  string
@@ -50,6 +54,7 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.PodLogsDir, "pod-logs-dir", a.PodLogsDir, "where the kubelet writes container logs; one per node when several share a machine")
 	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
 	fs.StringVar(&a.Token, "token", a.Token, "join token (k1m token create, or the server's DATA-DIR/token), needed only until the node has its own certificate (default: $K1M_TOKEN, which ps does not show)")
+	fs.StringVar(&a.TokenFile, "token-file", a.TokenFile, "file holding the join token, read at the join and deleted once the node has its own certificate (no join credential stays on the machine)")
 	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
 	fs.StringVar(&a.NodeIP, "node-ip", a.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&a.ImagesDir, "images-dir", a.ImagesDir, "directory of image archives (*.tar) imported into containerd at start")
@@ -63,6 +68,27 @@ func (a *Agent) passThroughFlags() []passThroughFlag {
 
 // PassThrough parses the agent's pass-through flags.
 func (a *Agent) PassThrough() (PassThrough, error) { return parsePassThrough(a.passThroughFlags()) }
+
+// ReadTokenFile sets Token from TokenFile when that file exists. A missing
+// file is no error: the agent deleted it after the join, and the node
+// runs on its own certificate (the agent says so if it needs a token).
+func (a *Agent) ReadTokenFile() error {
+	if a.TokenFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(a.TokenFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	if _, err := pki.ParseToken(string(data)); err != nil {
+		return fmt.Errorf("--token-file %s: %w", a.TokenFile, err)
+	}
+	a.Token = strings.TrimSpace(string(data))
+	return nil
+}
 
 // Validate checks every setting and reports all problems at once.
 func (a *Agent) Validate() error {
@@ -86,6 +112,9 @@ func (a *Agent) Validate() error {
 		if _, err := pki.ParseToken(a.Token); err != nil {
 			add(err)
 		}
+	}
+	if a.Token != "" && a.TokenFile != "" {
+		add(fmt.Errorf("--token and --token-file are both given: give one"))
 	}
 	add(requireIPv6Address("--node-ip", a.NodeIP, false))
 	add(requireProxyMode(a.ProxyMode))

@@ -189,3 +189,31 @@ func TestAuditFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	good := "K1M" + strings.Repeat("a", 64) + "::abcdef.0123456789abcdef"
+	path := filepath.Join(dir, "join-token")
+	os.WriteFile(path, []byte(good+"\n"), 0o600)
+	a := DefaultAgent()
+	a.Token, a.TokenFile = "", path
+	if err := a.ReadTokenFile(); err != nil || a.Token != good {
+		t.Fatalf("ReadTokenFile: %q, %v", a.Token, err)
+	}
+	gone := DefaultAgent()
+	gone.Token, gone.TokenFile = "", filepath.Join(dir, "deleted-after-the-join")
+	if err := gone.ReadTokenFile(); err != nil || gone.Token != "" {
+		t.Errorf("a missing token file (deleted after the join) must not stop a restart: %q, %v", gone.Token, err)
+	}
+	os.WriteFile(path, []byte("nonsense"), 0o600)
+	bad := DefaultAgent()
+	bad.Token, bad.TokenFile = "", path
+	if err := bad.ReadTokenFile(); err == nil || !strings.HasPrefix(err.Error(), "--token-file "+path+": --token is not of the form") {
+		t.Errorf("a bad token file: %v", err)
+	}
+	both := DefaultAgent()
+	both.Server, both.Token, both.TokenFile = "https://[::1]:6443", good, path
+	if err := both.Validate(); err == nil || err.Error() != "--token and --token-file are both given: give one" {
+		t.Errorf("both: %v", err)
+	}
+}

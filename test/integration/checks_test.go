@@ -357,8 +357,8 @@ func testBadInput(t *testing.T, c *cluster) {
 		{"renew interval not whole seconds", []string{"server", "--node-lease-renew-interval", "500ms"}, "--node-lease-renew-interval 500ms: want a whole number of seconds"},
 		{"unwritable data dir", []string{"server", "--data-dir", "/proc/k1m", "--disable-agent"}, "--data-dir /proc/k1m: cannot create it"},
 		{"port in use", []string{"server", "--disable-agent"}, "--https-listen-port 6443: port in use"},
-		{"pass-through flag k1m owns", []string{"server", "--kube-apiserver-arg", "etcd-servers=https://[::1]:1"}, `--kube-apiserver-arg "etcd-servers=https://[::1]:1" collides with --etcd-servers, which k1m sets for kube-apiserver itself`},
-		{"pass-through syntax", []string{"agent", "--server", "https://[::1]:6443", "--kubelet-arg", "max-pods"}, `--kubelet-arg "max-pods": want name=value`},
+		{"pass-through flag k1m owns", []string{"server", "--kube-apiserver-arg", "etcd-servers=https://[::1]:1"}, "collides with --etcd-servers, which k1m sets for kube-apiserver itself: k1m runs the durable etcd"},
+		{"pass-through syntax", []string{"agent", "--server", "https://[::1]:6443", "--kubelet-arg", "max-pods"}, "want name=value, the component's flag name without dashes"},
 		{"never joined, no token", []string{"agent", "--server", "https://[::1]:6443", "--images-dir", images}, "--token is empty, and node"},
 	}
 	for _, tc := range cases {

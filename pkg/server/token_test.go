@@ -1,0 +1,75 @@
+package server
+
+import (
+	"io"
+	"os"
+	"testing"
+
+	"k8s.io/apiserver/pkg/audit/policy"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/pki"
+)
+
+func TestPhaseTokenCreatesOnlyWhatIsNew(t *testing.T) {
+	const hash = "0123456789012345678901234567890123456789012345678901234567890123"
+	kept := pki.Token{CAHash: hash, Secret: "kepttt.0123456789abcdef"}
+	for _, c := range []struct {
+		name      string
+		file      *pki.Token
+		flag      string
+		secret    string // "" : a new random one
+		create    bool
+		replacing string
+	}{
+		{name: "first start", create: true},
+		{name: "restart", file: &kept, secret: kept.Secret},
+		{name: "--token on the first start", flag: "flagtk.0123456789abcdef", secret: "flagtk.0123456789abcdef", create: true},
+		{name: "--token as kept", file: &kept, flag: kept.Secret, secret: kept.Secret},
+		{name: "--token replacing the kept one", file: &kept, flag: "flagtk.0123456789abcdef", secret: "flagtk.0123456789abcdef", create: true, replacing: "kepttt"},
+	} {
+		dir := t.TempDir()
+		if c.file != nil {
+			os.WriteFile(TokenFile(dir), []byte(c.file.String()+"\n"), 0o600)
+		}
+		s := &Server{cfg: config.Server{DataDir: dir, Token: c.flag}, out: io.Discard}
+		got, err := s.phaseToken()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got.create != c.create || got.replace != c.replacing || (c.secret != "" && got.Secret != c.secret) || pki.CheckSecret(got.Secret) != nil {
+			t.Errorf("%s: got %+v (secret %s), want create=%v replace=%q secret %q", c.name, got, got.Secret, c.create, c.replacing, c.secret)
+		}
+	}
+}
+
+func TestDefaultAuditPolicySkipsHeartbeatsOnly(t *testing.T) {
+	p, err := policy.LoadPolicyFromBytes([]byte(defaultAuditPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := policy.NewPolicyRuleEvaluator(p)
+	node := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	admin := &user.DefaultInfo{Name: "k1m-admin", Groups: []string{"system:masters"}}
+	lease := func(u user.Info, verb, ns string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: "coordination.k8s.io", APIVersion: "v1", Resource: "leases", Namespace: ns, Name: "n1", ResourceRequest: true}
+	}
+	for _, c := range []struct {
+		name  string
+		attrs authorizer.AttributesRecord
+		want  string
+	}{
+		{"a node renewing its Lease", lease(node, "update", "kube-node-lease"), "None"},
+		{"a node reading its Lease", lease(node, "get", "kube-node-lease"), "None"},
+		{"an admin deleting a node Lease", lease(admin, "delete", "kube-node-lease"), "Metadata"},
+		{"a node writing a Lease elsewhere", lease(node, "update", "default"), "Metadata"},
+		{"reading a Secret", authorizer.AttributesRecord{User: admin, Verb: "get", Resource: "secrets", Namespace: "default", APIVersion: "v1", ResourceRequest: true}, "Metadata"},
+		{"a health probe", authorizer.AttributesRecord{User: admin, Verb: "get", Path: "/readyz"}, "None"},
+	} {
+		if got := string(eval.EvaluatePolicyRule(c.attrs).Level); got != c.want {
+			t.Errorf("%s: level %s, want %s", c.name, got, c.want)
+		}
+	}
+}
