@@ -25,10 +25,10 @@ type Agent struct {
 	// TokenFile holds the join token for the first join; the agent deletes
 	// it once the node has its own certificate.
 	TokenFile string
-	NodeName   string
-	NodeIP     string
-	ImagesDir  string
-	ProxyMode  string
+	NodeName  string
+	NodeIP    string
+	ImagesDir string
+	ProxyMode string
 	// RunDir holds sockets and runtime state (containerd's); one per node.
 	RunDir string
 	// PodLogsDir is the kubelet's pod log directory. Each kubelet deletes

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"k1m.dev/k1m/pkg/componentargs"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -19,8 +20,8 @@ import (
 // DefaultClusterCIDR and MaxNodeMaskBits depend on the build
 // (cidr_patched.go, cidr_stock.go).
 const (
-	DefaultServiceCIDR = "fddf:4035:b510::/108" // kube-apiserver's patched default
-	DefaultNodeMask    = 64
+	DefaultServiceCIDR = constants.DefaultServiceCIDR
+	DefaultNodeMask    = constants.DefaultNodeMask
 )
 
 // Server holds the settings of `k1m server`.
@@ -68,7 +69,7 @@ type Audit struct {
 func DefaultServer() Server {
 	return Server{
 		ConfigFile:        DefaultConfigFile,
-		DataDir:           "/var/lib/k1m/server",
+		DataDir:           constants.DefaultServerDataDir,
 		BindAddress:       "::",
 		HTTPSPort:         6443,
 		EtcdPort:          2379,

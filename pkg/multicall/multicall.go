@@ -28,6 +28,8 @@ import (
 
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's auth plugins
 	_ "time/tzdata"                             // CronJob time zones, as upstream mains do
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // Component builds the cobra command of one upstream component.
@@ -119,7 +121,7 @@ func inProcess(ctx context.Context, name string, args []string, done chan error)
 
 // DefaultAdminKubeconfig is where `k1m server` with its default data
 // directory writes the administrator's kubeconfig.
-const DefaultAdminKubeconfig = "/var/lib/k1m/server/admin.kubeconfig"
+var DefaultAdminKubeconfig = constants.DefaultAdminKubeconfig
 
 // useServerKubeconfig makes `k1m kubectl` talk to the local k1m server
 // when nothing else names a kubeconfig (as k3s kubectl does).

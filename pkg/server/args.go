@@ -8,21 +8,14 @@ import (
 
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 )
 
-// The groups/resources that live in the no-fsync etcd: they are rewritten
-// all the time (a Lease every renew interval per node) and are worthless
-// after a crash that loses the last seconds.
-var ephemeralResources = []string{"/events", "coordination.k8s.io/leases"}
-
-// etcdOverrides is kube-apiserver's --etcd-servers-overrides value.
+// etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
+// ephemeral resources on the no-fsync etcd (constants.EphemeralResources).
 func etcdOverrides(ephemeral etcd.Member) string {
-	parts := make([]string, len(ephemeralResources))
-	for i, r := range ephemeralResources {
-		parts[i] = r + "#" + ephemeral.ClientURL()
-	}
-	return strings.Join(parts, ",")
+	return constants.EtcdServersOverrides(ephemeral.ClientURL())
 }
 
 func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephemeral etcd.Member, opts apiserverOptions) []string {

@@ -27,6 +27,7 @@ import (
 	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -50,7 +51,7 @@ type Server struct {
 }
 
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
-func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }
+func AdminKubeconfig(dataDir string) string { return constants.AdminKubeconfig(dataDir) }
 
 // TokenFile is where the server keeps the join token.
 func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // The cluster under test renews node Leases every 5 s, not the default
@@ -55,7 +57,7 @@ func (c *cluster) kubectl(args ...string) (string, error) {
 }
 
 func (c *cluster) adminKubeconfig() string {
-	return filepath.Join(c.dataRoot, "server", "admin.kubeconfig")
+	return constants.AdminKubeconfig(filepath.Join(c.dataRoot, "server"))
 }
 
 func TestCluster(t *testing.T) {

@@ -321,6 +321,11 @@ func testKubeletTLS(t *testing.T, c *cluster) {
 	if code, err := httpsGet(t, url, c.tlsFile("ca.crt"), loadPair(t, c.tlsFile("apiserver-kubelet-client.crt"), c.tlsFile("apiserver-kubelet-client.key"))); err != nil || code != http.StatusOK {
 		t.Errorf("kube-apiserver's kubelet client: HTTP %d, %v", code, err)
 	}
+	// Through kube-apiserver, which now verifies each kubelet: logs from
+	// the web pods on both agents (exec is used by the other checks).
+	if out, err := c.kubectl("logs", "-n", testNamespace, "-l", "app=web", "--prefix", "--tail=1"); err != nil {
+		t.Errorf("kubectl logs through verified kubelets: %v: %s", err, out)
+	}
 }
 
 // listener is one row of docs/security.md's table, or one live socket.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"k1m.dev/k1m/pkg/bench/proc"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/pki"
@@ -38,7 +39,7 @@ const (
 )
 
 // ServiceCIDR is given to every variant: stock's default is IPv4.
-const ServiceCIDR = "fddf:4035:b510::/108"
+const ServiceCIDR = constants.DefaultServiceCIDR
 
 // Variant is one build and layout under test.
 type Variant struct {
@@ -217,7 +218,7 @@ func apiserverArgs(v Variant, f *files) []string {
 	}
 	if v.EphemeralLeases {
 		url := EtcdURL(EphemeralEtcdPort)
-		args = append(args, "--etcd-servers-overrides=/events#"+url+",coordination.k8s.io/leases#"+url)
+		args = append(args, "--etcd-servers-overrides="+constants.EtcdServersOverrides(url))
 	}
 	if v.FeatureGates != "" {
 		args = append(args, "--feature-gates="+v.FeatureGates)
@@ -286,7 +287,7 @@ func newFiles(dir string) (*files, error) {
 	if err := fsutil.WriteFile(f.tokens, []byte(f.token+",k1m-bench,k1m-bench,system:masters\n"), 0o600); err != nil {
 		return nil, err
 	}
-	f.kubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	f.kubeconfig = constants.AdminKubeconfig(dir)
 	cfg := kubeconfig.Build("https://"+net.JoinHostPort("::1", strconv.Itoa(APIServerPort)), f.caPEM, "k1m-bench", kubeconfig.Credentials{Token: f.token})
 	return f, kubeconfig.Write(f.kubeconfig, cfg)
 }

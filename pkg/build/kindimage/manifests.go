@@ -3,6 +3,8 @@ package kindimage
 import (
 	"fmt"
 	"strings"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // ContainerdConfig is kind's containerd config (version 2 format, which
@@ -56,7 +58,7 @@ const (
 // EtcdOverrides is the kube-apiserver --etcd-servers-overrides value that
 // puts Events and Leases on the no-fsync etcd.
 func EtcdOverrides() string {
-	return "/events#" + NoFsyncClientURL + ",coordination.k8s.io/leases#" + NoFsyncClientURL
+	return constants.EtcdServersOverrides(NoFsyncClientURL)
 }
 
 // NoFsyncEtcdPod is the static pod a control-plane node gets once kubeadm

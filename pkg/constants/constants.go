@@ -1,0 +1,56 @@
+// Package constants is the one home of the facts several parts of k1m
+// must agree on (kind's pkg/cluster/constants is the model): what goes to
+// the no-fsync etcd, where the server keeps the administrator's
+// kubeconfig, and the default address ranges. The server, the kind node
+// image, the benchmarks and the tests all read them from here.
+package constants
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// EphemeralResources are the resources k1m keeps in the no-fsync etcd, in
+// kube-apiserver's --etcd-servers-overrides spelling (group/resource; the
+// core group is empty). They are rewritten all the time (a Lease every
+// renew interval per node, an Event for everything) and are worthless
+// after a crash that loses the last seconds. "/events" covers
+// events.k8s.io too: both are one storage resource.
+var EphemeralResources = []string{"/events", "coordination.k8s.io/leases"}
+
+// EtcdServersOverrides is kube-apiserver's --etcd-servers-overrides value
+// that puts every ephemeral resource on the etcd at url.
+func EtcdServersOverrides(url string) string {
+	parts := make([]string, len(EphemeralResources))
+	for i, r := range EphemeralResources {
+		parts[i] = r + "#" + url
+	}
+	return strings.Join(parts, ",")
+}
+
+// DefaultServerDataDir is `k1m server`'s data directory unless told.
+const DefaultServerDataDir = "/var/lib/k1m/server"
+
+// AdminKubeconfigName is the administrator's kubeconfig in a server's
+// data directory.
+const AdminKubeconfigName = "admin.kubeconfig"
+
+// AdminKubeconfig is the administrator's kubeconfig of the server whose
+// data directory is dataDir.
+func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, AdminKubeconfigName) }
+
+// DefaultAdminKubeconfig is that of a server with the default data
+// directory (what `k1m kubectl` uses when KUBECONFIG is unset).
+var DefaultAdminKubeconfig = AdminKubeconfig(DefaultServerDataDir)
+
+// k1m's address plan: one unique local block, fddf:4035:b500::/40, clear
+// of the fd00::/64 hosts commonly use (docs/server.md).
+const (
+	// DefaultServiceCIDR is kube-apiserver's patched default (patch 0004)
+	// and the server's --service-cidr.
+	DefaultServiceCIDR = "fddf:4035:b510::/108"
+	// DefaultNodeMask is the size of each node's pod range.
+	DefaultNodeMask = 64
+	// NodeNetwork is where `make cluster` puts its nodes.
+	NodeNetwork = "fddf:4035:b520::/64"
+)
