@@ -143,7 +143,7 @@ func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, node
 	fmt.Fprintf(out, "k1m agent: joining %s as node %s (%s) with token %s\n", cfg.Server, nodeName, nodeIP, token.TokenID())
 	found, err := join.Discover(ctx, cfg.Server, token)
 	if err != nil {
-		return join.Settings{}, false, err
+		return join.Settings{}, false, joinError(cfg, err)
 	}
 	if err := p.forgetCredentials(); err != nil {
 		return join.Settings{}, false, err
@@ -153,6 +153,22 @@ func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, node
 	}
 	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
 	return found.Settings, true, kubeconfig.Write(p.bootstrapKubeconfig(), boot)
+}
+
+// joinError says, in the user's words, what a join error is about: the
+// agent's --server or --token, or for the server's own node the server.
+func joinError(cfg config.Agent, err error) error {
+	var je *join.Error
+	switch {
+	case !errors.As(err, &je):
+		return err
+	case cfg.Embedded:
+		return fmt.Errorf("the server's own node could not join its kube-apiserver at %s: %v", cfg.Server, je.Err)
+	case je.Input == join.InputServer:
+		return fmt.Errorf("--server %s: %v", cfg.Server, je.Err)
+	default:
+		return fmt.Errorf("--token: %v", je.Err)
+	}
 }
 
 // waitForFile waits for path to appear while the component behind it runs.

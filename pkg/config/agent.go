@@ -38,6 +38,9 @@ type Agent struct {
 	// Pass-through flags, name=value each (package componentargs).
 	KubeletArgs   []string
 	KubeProxyArgs []string
+	// Embedded is set by k1m server for its own node: its errors then speak
+	// of the server, not of agent flags the user never gave.
+	Embedded bool
 }
 
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.

@@ -24,12 +24,39 @@ type Discovered struct {
 	Settings Settings
 }
 
+// Input names what a join error is about, so that the command layer can
+// name its own flag (k1m agent) or its own words (k1m server's node).
+type Input string
+
+// The inputs of a join.
+const (
+	InputServer Input = "server" // the server's URL, or the server itself
+	InputToken  Input = "token"
+)
+
+// Error is a join failure about one input.
+type Error struct {
+	Input Input
+	Err   error
+}
+
+func (e *Error) Error() string { return string(e.Input) + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func serverError(format string, args ...any) error {
+	return &Error{InputServer, fmt.Errorf(format, args...)}
+}
+
+func tokenError(format string, args ...any) error {
+	return &Error{InputToken, fmt.Errorf(format, args...)}
+}
+
 // Discover fetches and checks the cluster CA and settings from serverURL.
-// Every error names the flag to fix.
+// Every error is an *Error naming the input to fix.
 func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discovered, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", serverURL)
+		return nil, serverError("%q is not the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", serverURL)
 	}
 	// Unverified on purpose: the CA is checked against the token's hash
 	// below, and nothing secret is sent before that.
@@ -44,11 +71,11 @@ func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discover
 	// token's hash covers one certificate and the pool trusts only it.
 	caPEM, err := clusterCA(info.Data["kubeconfig"])
 	if err != nil {
-		return nil, fmt.Errorf("--server %s: %s/%s: %w", serverURL, PublicNamespace, ClusterInfoName, err)
+		return nil, serverError("%s/%s: %w", PublicNamespace, ClusterInfoName, err)
 	}
 	pool, err := token.VerifyCA(caPEM)
 	if err != nil {
-		return nil, fmt.Errorf("--token: %w", err)
+		return nil, &Error{InputToken, err}
 	}
 	verified := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	var settings struct {
@@ -97,18 +124,18 @@ func getJSON(ctx context.Context, client *http.Client, serverURL, name, bearer s
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("--server %s: cannot reach kube-apiserver (%v): check the URL and that k1m server runs there", serverURL, err)
+		return serverError("cannot reach kube-apiserver (%v): check the URL and that k1m server runs there", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized && bearer != "":
-		return fmt.Errorf("--token: the server refused the token (401 Unauthorized): copy it again from the server's DATA-DIR/token: %w", errUnauthorized)
+		return tokenError("the server refused the token (401 Unauthorized): it is mistyped, expired or deleted; make one with k1m token create on a server: %w", errUnauthorized)
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("--server %s: reading %s/%s: HTTP %d: %s", serverURL, PublicNamespace, name, resp.StatusCode, truncate(body))
+		return serverError("reading %s/%s: HTTP %d: %s", PublicNamespace, name, resp.StatusCode, truncate(body))
 	}
 	if err := json.Unmarshal(body, into); err != nil {
-		return fmt.Errorf("--server %s: %s/%s is not a ConfigMap: %v", serverURL, PublicNamespace, name, err)
+		return serverError("%s/%s is not a ConfigMap: %v", PublicNamespace, name, err)
 	}
 	return nil
 }

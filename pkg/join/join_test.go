@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
@@ -69,17 +70,22 @@ func TestDiscoverChecksTheCAAndTheSecret(t *testing.T) {
 	if got.Settings.LeaseDurationSeconds != 40 || string(got.CAPEM) != string(caPEM) {
 		t.Fatalf("discovered %+v", got.Settings)
 	}
-	_, err = Discover(ctx, srv.URL, pki.Token{CAHash: strings.Repeat("0", 64), Secret: secret})
-	if err == nil || !strings.Contains(err.Error(), "--token: the server's CA") {
-		t.Fatalf("wrong CA hash: want a --token error, got %v", err)
-	}
-	_, err = Discover(ctx, srv.URL, pki.Token{CAHash: hash, Secret: "zzzzzz.0123456789abcdef"})
-	if err == nil || !strings.Contains(err.Error(), "--token: the server refused") {
-		t.Fatalf("wrong secret: want a --token refusal, got %v", err)
-	}
-	_, err = Discover(ctx, "http://[::1]:6443", pki.Token{CAHash: hash, Secret: secret})
-	if err == nil || !strings.Contains(err.Error(), "--server") {
-		t.Fatalf("http URL: want a --server error, got %v", err)
+	for _, c := range []struct {
+		name  string
+		url   string
+		token pki.Token
+		input Input
+		want  string
+	}{
+		{"wrong CA hash", srv.URL, pki.Token{CAHash: strings.Repeat("0", 64), Secret: secret}, InputToken, "token: the server's CA (sha256 "},
+		{"wrong secret", srv.URL, pki.Token{CAHash: hash, Secret: "zzzzzz.0123456789abcdef"}, InputToken, "token: the server refused the token (401 Unauthorized): it is mistyped, expired or deleted; make one with k1m token create on a server: unauthorized"},
+		{"http URL", "http://[::1]:6443", pki.Token{CAHash: hash, Secret: secret}, InputServer, `server: "http://[::1]:6443" is not the server's https URL, e.g. https://[fddf:4035:b520::1]:6443`},
+	} {
+		_, err := Discover(ctx, c.url, c.token)
+		var je *Error
+		if !errors.As(err, &je) || je.Input != c.input || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want a %s error starting %q", c.name, err, c.input, c.want)
+		}
 	}
 }
 
@@ -146,9 +152,9 @@ func TestDiscoverSendsNoSecretToAManInTheMiddle(t *testing.T) {
 		want   string
 	}{
 		{"real CA then his own", func(real, own []byte) []byte { return append(append([]byte{}, real...), own...) },
-			"cluster-info: the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
+			"server: kube-public/cluster-info: the CA data holds 2 PEM blocks: want exactly one CERTIFICATE, the cluster CA the token pins"},
 		{"his own CA alone", func(_, own []byte) []byte { return own },
-			"--token: the server's CA (sha256 "},
+			"token: the server's CA (sha256 "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newMITMServer(t, c.bundle)

@@ -348,5 +348,6 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.ImagesDir = s.cfg.ImagesDir
 	a.ProxyMode = s.cfg.ProxyMode
 	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
+	a.Embedded = true
 	return agent.Run(ctx, a, s.out)
 }
