@@ -2,10 +2,10 @@ package join
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
