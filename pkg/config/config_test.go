@@ -68,9 +68,12 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	dns, _ := s.ServiceIP(10)
-	if dns.String() != "fddf:4035:b510::a" {
-		t.Errorf("cluster DNS IP %v", dns)
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DNSServiceIP.String() != "fddf:4035:b510::a" || c.KubernetesServiceIP.String() != "fddf:4035:b510::1" {
+		t.Errorf("Service IPs: kubernetes %v, DNS %v", c.KubernetesServiceIP, c.DNSServiceIP)
 	}
 }
 
@@ -215,5 +218,26 @@ func TestAgentTokenFile(t *testing.T) {
 	both.Server, both.Token, both.TokenFile = "https://[::1]:6443", good, path
 	if err := both.Validate(); err == nil || err.Error() != "--token and --token-file are both given: give one" {
 		t.Errorf("both: %v", err)
+	}
+}
+
+func TestCompleteResolvesOnce(t *testing.T) {
+	s, _ := parse(t, "", "--data-dir=/srv/k1m", "--node-lease-renew-interval=30s", "--service-cidr=fddf:4035:b511::/112", "--kubelet-arg=v=2")
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := LeaseProfile{RenewInterval: 30 * time.Second, LeaseDuration: 120 * time.Second, GracePeriod: 150 * time.Second}
+	if c.Lease != want || c.EphemeralDataDir != "/srv/k1m/etcd-ephemeral" || c.KubernetesServiceIP.String() != "fddf:4035:b511::1" ||
+		c.DNSServiceIP.String() != "fddf:4035:b511::a" || !reflect.DeepEqual(c.PassThrough["kubelet"], []componentargs.Arg{{Name: "v", Value: "2"}}) {
+		t.Errorf("completed %+v", c)
+	}
+	s.EphemeralDataDir = "/run/k1m-ephemeral"
+	if c, _ := s.Complete(); c.EphemeralDataDir != "/run/k1m-ephemeral" {
+		t.Errorf("--ephemeral-data-dir given, completed to %q", c.EphemeralDataDir)
+	}
+	s.RenewInterval = 1500 * time.Millisecond
+	if c, err := s.Complete(); c != nil || err == nil {
+		t.Errorf("an invalid server completed: %v", err)
 	}
 }

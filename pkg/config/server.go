@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -203,20 +202,6 @@ func (s *Server) Validate() error {
 	_, err = s.PassThrough()
 	add(err)
 	return errors.Join(errs...)
-}
-
-// ServiceIP returns the n-th address of the service range (1: the
-// kubernetes Service, 10: cluster DNS).
-func (s *Server) ServiceIP(n int) (net.IP, error) {
-	prefix, err := netip.ParsePrefix(s.ServiceCIDR)
-	if err != nil {
-		return nil, err
-	}
-	ip := prefix.Masked().Addr()
-	for i := 0; i < n; i++ {
-		ip = ip.Next()
-	}
-	return net.IP(ip.AsSlice()), nil
 }
 
 func requireDir(flag, dir string) error {

@@ -51,25 +51,17 @@ type servingNames struct {
 
 // apiserverNames lists every name clients may use: the host's addresses,
 // loopback, the kubernetes Service IP and DNS names, the node name.
-func (s *Server) apiserverNames() (servingNames, error) {
-	kubernetesIP, err := s.cfg.ServiceIP(1)
-	if err != nil {
-		return servingNames{}, err
-	}
+func (s *Server) apiserverNames() servingNames {
 	return servingNames{
-		IPs: append(append([]net.IP{}, s.hostIPs...), net.IPv6loopback, kubernetesIP),
+		IPs: append(append([]net.IP{}, s.hostIPs...), net.IPv6loopback, s.cfg.KubernetesServiceIP),
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc." + strings.TrimSuffix(s.cfg.ClusterDomain, "."), s.nodeName},
-	}, nil
+	}
 }
 
 // phasePKI creates or reuses the CAs and every certificate.
 func (s *Server) phasePKI() (*certs, error) {
-	names, err := s.apiserverNames()
-	if err != nil {
-		return nil, err
-	}
-	return loadOrIssueCerts(filepath.Join(s.cfg.DataDir, "tls"), names)
+	return loadOrIssueCerts(filepath.Join(s.cfg.DataDir, "tls"), s.apiserverNames())
 }
 
 // loadOrIssueCerts keeps the PKI in dir. What exists is reused: a CA is

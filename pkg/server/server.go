@@ -40,13 +40,12 @@ import (
 
 // Server is one k1m server run.
 type Server struct {
-	cfg       config.Server
+	cfg       *config.CompletedServer
 	out       io.Writer
 	nodeName  string
 	nodeIP    string
 	advertise string
 	hostIPs   []net.IP
-	lease     config.LeaseProfile
 	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
 }
 
@@ -57,15 +56,12 @@ func AdminKubeconfig(dataDir string) string { return constants.AdminKubeconfig(d
 func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }
 
 // Run runs the server until ctx ends or a component fails.
-func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
-	if err := cfg.Validate(); err != nil {
+func Run(ctx context.Context, flags config.Server, out io.Writer) error {
+	cfg, err := flags.Complete()
+	if err != nil {
 		return err
 	}
-	lease, _ := config.LeaseProfileFor(cfg.RenewInterval)
-	s := &Server{cfg: cfg, out: out, lease: lease}
-	if s.cfg.EphemeralDataDir == "" {
-		s.cfg.EphemeralDataDir = filepath.Join(cfg.DataDir, "etcd-ephemeral")
-	}
+	s := &Server{cfg: cfg, out: out}
 	if err := s.phaseResolve(); err != nil {
 		return err
 	}
@@ -76,7 +72,6 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	passThrough, _ := cfg.PassThrough() // checked by Validate
 	c, err := s.phasePKI()
 	if err != nil {
 		return err
@@ -96,9 +91,9 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts.extra = passThrough[componentargs.APIServer.Name]
+	opts.extra = cfg.PassThrough[componentargs.APIServer.Name]
 	s.step("starting kube-apiserver on %s (Events and Leases in the no-fsync etcd)", apiURL(s.advertise, cfg.HTTPSPort))
-	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg, s.advertise, c, durable.Member, ephemeral.Member, opts))
+	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg.Server, s.advertise, c, durable.Member, ephemeral.Member, opts))
 	client, err := s.phaseAdmin(ctx, c, apiserver)
 	if err != nil {
 		return err
@@ -106,7 +101,7 @@ func Run(ctx context.Context, cfg config.Server, out io.Writer) error {
 	if err := s.phasePublish(ctx, client, c, token); err != nil {
 		return err
 	}
-	controllers, err := s.phaseControllers(ctx, c, passThrough)
+	controllers, err := s.phaseControllers(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -283,11 +278,8 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 
 // phasePublish writes what agents need to join, then the manifests.
 func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, c *certs, token serverToken) error {
-	dns, err := s.cfg.ServiceIP(10)
-	if err != nil {
-		return err
-	}
-	settings := join.Settings{RenewInterval: s.lease.RenewInterval, LeaseDurationSeconds: s.lease.LeaseDurationSeconds(),
+	dns := s.cfg.DNSServiceIP
+	settings := join.Settings{RenewInterval: s.cfg.Lease.RenewInterval, LeaseDurationSeconds: s.cfg.Lease.LeaseDurationSeconds(),
 		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
 	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), settings); err != nil {
 		return err
@@ -309,7 +301,7 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 
 // phaseControllers starts kube-controller-manager and kube-scheduler; the
 // returned channel reports the first to stop.
-func (s *Server) phaseControllers(ctx context.Context, c *certs, passThrough config.PassThrough) (<-chan error, error) {
+func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, error) {
 	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
 	kcmPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "controller-manager.kubeconfig")
 	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
@@ -320,17 +312,17 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs, passThrough con
 	if err := kubeconfig.Write(schedPath, sched); err != nil {
 		return nil, err
 	}
-	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler", s.lease.LeaseDuration, s.lease.GracePeriod)
+	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler", s.cfg.Lease.LeaseDuration, s.cfg.Lease.GracePeriod)
 	done := make(chan error, 2)
 	// In a fixed order: the controller manager first, then the scheduler.
 	for _, component := range []struct {
 		name string
 		args []string
 	}{
-		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg, s.lease, kcmPath, c)},
+		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c)},
 		{componentargs.Scheduler.Name, schedulerArgs(schedPath)},
 	} {
-		ch := multicall.Start(ctx, component.name, componentargs.Merge(component.args, passThrough[component.name]))
+		ch := multicall.Start(ctx, component.name, componentargs.Merge(component.args, s.cfg.PassThrough[component.name]))
 		go func() { done <- <-ch }()
 	}
 	return done, nil

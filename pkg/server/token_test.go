@@ -34,7 +34,7 @@ func TestPhaseTokenCreatesOnlyWhatIsNew(t *testing.T) {
 		if c.file != nil {
 			os.WriteFile(TokenFile(dir), []byte(c.file.String()+"\n"), 0o600)
 		}
-		s := &Server{cfg: config.Server{DataDir: dir, Token: c.flag}, out: io.Discard}
+		s := &Server{cfg: &config.CompletedServer{Server: config.Server{DataDir: dir, Token: c.flag}}, out: io.Discard}
 		got, err := s.phaseToken()
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

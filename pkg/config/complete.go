@@ -1,0 +1,51 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+	"path/filepath"
+)
+
+// CompletedServer is a validated Server with every value derived from
+// the flags resolved once, as kube-apiserver's Options.Complete does: the
+// server reads it and never derives these again.
+type CompletedServer struct {
+	Server // the flags, with defaults that depend on others filled in
+	// Lease is the lease profile --node-lease-renew-interval decides.
+	Lease LeaseProfile
+	// KubernetesServiceIP and DNSServiceIP are the first and tenth
+	// addresses of --service-cidr.
+	KubernetesServiceIP, DNSServiceIP net.IP
+	// PassThrough holds the parsed --COMPONENT-arg flags, by component.
+	PassThrough PassThrough
+}
+
+// DefaultEphemeralDataDir is the no-fsync etcd's directory unless
+// --ephemeral-data-dir is given.
+func DefaultEphemeralDataDir(dataDir string) string { return filepath.Join(dataDir, "etcd-ephemeral") }
+
+// Complete validates s and resolves what follows from it.
+func (s Server) Complete() (*CompletedServer, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	c := &CompletedServer{Server: s}
+	if c.EphemeralDataDir == "" {
+		c.EphemeralDataDir = DefaultEphemeralDataDir(s.DataDir)
+	}
+	// Validate checked every one of these; they cannot fail here.
+	c.Lease, _ = LeaseProfileFor(s.RenewInterval)
+	c.PassThrough, _ = s.PassThrough()
+	services := netip.MustParsePrefix(s.ServiceCIDR)
+	c.KubernetesServiceIP = nthAddress(services, 1)
+	c.DNSServiceIP = nthAddress(services, 10)
+	return c, nil
+}
+
+func nthAddress(prefix netip.Prefix, n int) net.IP {
+	ip := prefix.Masked().Addr()
+	for i := 0; i < n; i++ {
+		ip = ip.Next()
+	}
+	return net.IP(ip.AsSlice())
+}
