@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cgroups.Ensure(cgroupRoot); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFile(p.kubeletConfig(), []byte(kubeletConfig(p, settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir)), 0o600); err != nil {
+	if err := writeKubeletConfig(p.kubeletConfig(), kubeletConfig(p, settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", settings.RenewInterval, settings.LeaseDurationSeconds)

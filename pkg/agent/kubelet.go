@@ -1,43 +1,59 @@
 package agent
 
 import (
-	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 )
 
-// kubeletConfig renders the KubeletConfiguration: the lease timings and
+// kubeletConfig is the KubeletConfiguration: the lease timings and
 // cluster DNS come from the server (join.Settings), so every node agrees.
-func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-# Written by k1m agent at every start.
-address: "::"
-healthzBindAddress: "::1"
-cgroupDriver: cgroupfs
-cgroupRoot: %q
-containerRuntimeEndpoint: %q
-podLogsDir: %q
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %q}
-authorization: {mode: Webhook}
-clusterDNS: [%q]
-clusterDomain: %q
-nodeLeaseDurationSeconds: %d
-nodeLeaseRenewInterval: %s
-rotateCertificates: true
-# Serving certificate from the cluster CA, through a CSR that k1m's approver
-# grants for the node's own addresses: kube-apiserver verifies kubelets.
-serverTLSBootstrap: true
-failSwapOn: false
-serializeImagePulls: false
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-`, cgroupRoot, endpoint, podLogsDir, p.caFile(), s.ClusterDNS, strings.TrimSuffix(s.ClusterDomain, "."), s.LeaseDurationSeconds, s.RenewInterval)
+func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string) *kubeletv1beta1.KubeletConfiguration {
+	c := &kubeletv1beta1.KubeletConfiguration{
+		TypeMeta:                 metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
+		Address:                  "::",
+		HealthzBindAddress:       "::1",
+		CgroupDriver:             "cgroupfs",
+		CgroupRoot:               cgroupRoot,
+		ContainerRuntimeEndpoint: endpoint,
+		PodLogsDir:               podLogsDir,
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
+			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(true)},
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: p.caFile()},
+		},
+		Authorization:            kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
+		ClusterDNS:               []string{s.ClusterDNS},
+		ClusterDomain:            strings.TrimSuffix(s.ClusterDomain, "."),
+		NodeLeaseDurationSeconds: s.LeaseDurationSeconds,
+		RotateCertificates:       true,
+		// Serving certificate from the cluster CA, through a CSR that k1m's
+		// approver grants for the node's own addresses: kube-apiserver
+		// verifies kubelets.
+		ServerTLSBootstrap:          true,
+		FailSwapOn:                  ptr.To(false),
+		SerializeImagePulls:         ptr.To(false),
+		ImageGCHighThresholdPercent: ptr.To[int32](100),
+		ImageGCLowThresholdPercent:  ptr.To[int32](99),
+		EvictionHard:                map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+	}
+	setRenewInterval(c, s.RenewInterval)
+	return c
+}
+
+// writeKubeletConfig writes c as YAML, rewritten at every start.
+func writeKubeletConfig(path string, c *kubeletv1beta1.KubeletConfiguration) error {
+	data, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFile(path, append([]byte("# Written by k1m agent at every start.\n"), data...), 0o600)
 }
 
 // kubeletArgs are the kubelet's flags; --bootstrap-kubeconfig only while

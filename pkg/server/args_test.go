@@ -1,12 +1,14 @@
 package server
 
 import (
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/pki"
 )
 
 func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
@@ -17,26 +19,99 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 	}
 }
 
-func TestControllerManagerFollowsTheLeaseProfile(t *testing.T) {
-	lease, err := config.LeaseProfileFor(30 * time.Second)
-	if err != nil {
-		t.Fatal(err)
+// testCerts names every file after its role, so that an argument pointing
+// at the wrong file shows.
+func testCerts() *certs {
+	ca := func(name string) authority {
+		return authority{Authority: &pki.Authority{}, cert: "/t/" + name + ".crt", key: "/t/" + name + ".key"}
 	}
-	args := strings.Join(controllerManagerArgs(config.DefaultServer(), lease, "/k", &certs{}), " ")
-	for _, want := range []string{"--node-lease-duration=2m0s", "--node-monitor-grace-period=2m30s", "--cluster-cidr=fddf:4035:b500::/44", "--node-cidr-mask-size-ipv6=64", "--leader-elect=false"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("controller-manager args lack %s: %s", want, args)
-		}
+	p := func(name string) pair { return pair{"/t/" + name + ".crt", "/t/" + name + ".key"} }
+	return &certs{dir: "/t", cluster: ca("ca"), etcd: ca("etcd-ca"), frontProxy: ca("front-proxy-ca"),
+		apiserver: p("apiserver"), kubeletClient: p("apiserver-kubelet-client"), admin: p("admin"),
+		controllerManager: p("controller-manager"), scheduler: p("scheduler"),
+		etcdServer: p("etcd-server"), etcdClient: p("apiserver-etcd-client"), frontProxyClient: p("front-proxy-client"),
+		saKey: "/t/service-account.key", saPub: "/t/service-account.key.pub"}
+}
+
+func equalArgs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
 	}
+}
+
+var wantAPIServer = []string{
+	"--advertise-address=fddf:4035:b520::1",
+	"--bind-address=::",
+	"--secure-port=6443",
+	"--etcd-servers=https://[::1]:2379",
+	"--etcd-servers-overrides=/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381",
+	"--etcd-cafile=/t/etcd-ca.crt",
+	"--etcd-certfile=/t/apiserver-etcd-client.crt",
+	"--etcd-keyfile=/t/apiserver-etcd-client.key",
+	"--client-ca-file=/t/ca.crt",
+	"--tls-cert-file=/t/apiserver.crt",
+	"--tls-private-key-file=/t/apiserver.key",
+	"--kubelet-client-certificate=/t/apiserver-kubelet-client.crt",
+	"--kubelet-client-key=/t/apiserver-kubelet-client.key",
+	"--kubelet-certificate-authority=/t/ca.crt",
+	"--kubelet-preferred-address-types=InternalIP,Hostname",
+	"--requestheader-client-ca-file=/t/front-proxy-ca.crt",
+	"--requestheader-allowed-names=front-proxy-client",
+	"--requestheader-username-headers=X-Remote-User",
+	"--requestheader-group-headers=X-Remote-Group",
+	"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+	"--proxy-client-cert-file=/t/front-proxy-client.crt",
+	"--proxy-client-key-file=/t/front-proxy-client.key",
+	"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+	"--service-account-key-file=/t/service-account.key.pub",
+	"--service-account-signing-key-file=/t/service-account.key",
+	"--service-cluster-ip-range=fddf:4035:b510::/108",
+	"--authorization-mode=Node,RBAC",
+	"--enable-admission-plugins=NodeRestriction",
+	"--enable-bootstrap-token-auth=true",
+	"--allow-privileged=true",
+	"--profiling=false",
 }
 
 func TestAPIServerArgs(t *testing.T) {
 	cfg := config.DefaultServer()
-	args := strings.Join(apiserverArgs(cfg, "fddf:4035:b520::1", &certs{}, etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}, apiserverOptions{}), " ")
-	for _, want := range []string{"--etcd-servers=https://[::1]:2379", "--etcd-servers-overrides=/events#https://[::1]:2381", "--service-cluster-ip-range=fddf:4035:b510::/108",
-		"--authorization-mode=Node,RBAC", "--enable-bootstrap-token-auth=true", "--advertise-address=fddf:4035:b520::1", "--bind-address=::"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("kube-apiserver args lack %s", want)
-		}
+	durable, ephemeral := etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}
+	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), durable, ephemeral, apiserverOptions{}), wantAPIServer)
+
+	opts := apiserverOptions{
+		encryptionConfig: "/t/encryption-config.yaml",
+		audit:            config.Audit{PolicyFile: "/p.yaml", LogPath: "/var/log/audit.log", MaxAge: 30, MaxBackup: 10, MaxSize: 100},
+		extra:            []componentargs.Arg{{Name: "profiling", Value: "true"}, {Name: "max-requests-inflight", Value: "800"}},
 	}
+	want := slices.Clone(wantAPIServer)
+	want[slices.Index(want, "--profiling=false")] = "--profiling=true"
+	want = append(want, "--encryption-provider-config=/t/encryption-config.yaml",
+		"--audit-policy-file=/p.yaml", "--audit-log-path=/var/log/audit.log", "--audit-log-maxage=30", "--audit-log-maxbackup=10", "--audit-log-maxsize=100",
+		"--max-requests-inflight=800")
+	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), durable, ephemeral, opts), want)
+}
+
+func TestControllerArgs(t *testing.T) {
+	lease, err := config.LeaseProfileFor(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := []string{"--kubeconfig=/k", "--authentication-kubeconfig=/k", "--authorization-kubeconfig=/k",
+		"--bind-address=::1", "--leader-elect=false", "--profiling=false"}
+	equalArgs(t, "kube-controller-manager", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts()), append(slices.Clone(local),
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr="+config.DefaultClusterCIDR,
+		"--node-cidr-mask-size-ipv6=64",
+		"--service-cluster-ip-range=fddf:4035:b510::/108",
+		"--cluster-signing-cert-file=/t/ca.crt",
+		"--cluster-signing-key-file=/t/ca.key",
+		"--root-ca-file=/t/ca.crt",
+		"--service-account-private-key-file=/t/service-account.key",
+		"--use-service-account-credentials=true",
+		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--node-monitor-grace-period=2m30s",
+		"--node-lease-duration=2m0s",
+	))
+	equalArgs(t, "kube-scheduler", schedulerArgs("/k"), local)
 }

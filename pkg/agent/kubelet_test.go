@@ -1,0 +1,99 @@
+//go:build !k1m_stock
+
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/component-base/featuregate"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+
+	"k1m.dev/k1m/pkg/join"
+)
+
+// The file the agent writes is read back the way the kubelet reads it:
+// strictly (an unknown or duplicate field fails), defaulted, converted to
+// the internal type and validated by the kubelet's own validation.
+func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
+	s := join.Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local.", ClusterDNS: "fddf:4035:b510::a"}
+	p := paths{data: "/d"}
+	path := filepath.Join(t.TempDir(), "kubelet-config.yaml")
+	if err := writeKubeletConfig(path, kubeletConfig(p, s, "/k1m/n1", "unix:///run/c.sock", "/d/pod-logs")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, codecs, err := kubeletscheme.NewSchemeAndCodecs(serializer.EnableStrict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := runtime.Decode(codecs.UniversalDecoder(), data)
+	if err != nil {
+		t.Fatalf("the kubelet's strict decoder refuses the file: %v\n%s", err, data)
+	}
+	got, ok := obj.(*kubeletconfig.KubeletConfiguration)
+	if !ok {
+		t.Fatalf("decoded a %T", obj)
+	}
+	if err := validation.ValidateKubeletConfiguration(got, utilfeature.DefaultFeatureGate.(featuregate.FeatureGate)); err != nil {
+		t.Errorf("the kubelet's validation refuses the file: %v", err)
+	}
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"nodeLeaseRenewInterval", got.NodeLeaseRenewInterval.Duration, 30 * time.Second},
+		{"nodeLeaseDurationSeconds", got.NodeLeaseDurationSeconds, int32(120)},
+		{"clusterDNS", got.ClusterDNS, []string{"fddf:4035:b510::a"}},
+		{"clusterDomain", got.ClusterDomain, "cluster.local"},
+		{"address", got.Address, "::"},
+		{"healthzBindAddress", got.HealthzBindAddress, "::1"},
+		{"cgroupDriver", got.CgroupDriver, "cgroupfs"},
+		{"cgroupRoot", got.CgroupRoot, "/k1m/n1"},
+		{"containerRuntimeEndpoint", got.ContainerRuntimeEndpoint, "unix:///run/c.sock"},
+		{"podLogsDir", got.PodLogsDir, "/d/pod-logs"},
+		{"authentication.anonymous.enabled", got.Authentication.Anonymous.Enabled, false},
+		{"authentication.webhook.enabled", got.Authentication.Webhook.Enabled, true},
+		{"authentication.x509.clientCAFile", got.Authentication.X509.ClientCAFile, "/d/ca.crt"},
+		{"authorization.mode", got.Authorization.Mode, kubeletconfig.KubeletAuthorizationModeWebhook},
+		{"rotateCertificates", got.RotateCertificates, true},
+		{"serverTLSBootstrap", got.ServerTLSBootstrap, true},
+		{"failSwapOn", got.FailSwapOn, false},
+		{"evictionHard", got.EvictionHard, map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.field, c.got, c.want)
+		}
+	}
+}
+
+func TestKubeletAndProxyArgs(t *testing.T) {
+	p := paths{data: "/d"}
+	want := []string{"--config=/d/kubelet-config.yaml", "--kubeconfig=/d/kubelet.kubeconfig", "--cert-dir=/d/kubelet-pki",
+		"--root-dir=/d/kubelet", "--hostname-override=n1", "--node-ip=fddf:4035:b520::11"}
+	if got := kubeletArgs(p, "n1", "fddf:4035:b520::11", false); !slices.Equal(got, want) {
+		t.Errorf("restart: kubelet args\n got %q\nwant %q", got, want)
+	}
+	if got := kubeletArgs(p, "n1", "fddf:4035:b520::11", true); !slices.Equal(got, append(want, "--bootstrap-kubeconfig=/d/bootstrap.kubeconfig")) {
+		t.Errorf("join: kubelet args %q", got)
+	}
+	wantProxy := []string{"--kubeconfig=/d/kubelet.kubeconfig", "--hostname-override=n1", "--proxy-mode=iptables", "--cluster-cidr=fddf:4035:b500::/44",
+		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
+		"--healthz-bind-address=[::1]:10256", "--metrics-bind-address=[::1]:10249"}
+	if got := proxyArgs(p, "n1", "iptables", "fddf:4035:b500::/44"); !slices.Equal(got, wantProxy) {
+		t.Errorf("kube-proxy args\n got %q\nwant %q", got, wantProxy)
+	}
+}
