@@ -2,10 +2,10 @@
 
 package config
 
-// DefaultClusterCIDR holds 2^20 node /64s (patch 0004 lets node IPAM cut
+// DefaultClusterCIDR holds 2^20 node /64s (patch 0008 lets node IPAM cut
 // that many).
 const DefaultClusterCIDR = "fddf:4035:b500::/44"
 
 // MaxNodeMaskBits is node IPAM's limit between cluster CIDR and node mask
-// (patch 0004 raised it from 16).
+// (patch 0008 raised it from 16).
 const MaxNodeMaskBits = 20
