@@ -36,7 +36,90 @@ Commands:
              (--continue resumes after fixing a patch that did not apply)
   export     write patches/ and patches/series back from a devtree's commits (--dir)
 
-Common flags: --root DIR (the k1m checkout, default .), --out DIR (default ROOT/_output)`
+Every command takes --root DIR (the k1m checkout, default .) and --out DIR (default
+ROOT/_output), and only the flags named above for it: another is an error.`
+
+// options are every flag any subcommand takes; each subcommand registers
+// only its own (commands), so a flag given to the wrong one is an error
+// instead of being ignored.
+type options struct {
+	root, out, flavor, dir, bin string
+	cont                        bool
+}
+
+// Flags a subcommand may take besides --root and --out.
+const (
+	flagFlavor   = "flavor"
+	flagBin      = "bin"
+	flagDir      = "dir"
+	flagContinue = "continue"
+)
+
+type command struct {
+	flags []string
+	args  bool // takes arguments (go)
+	run   func(p project, o *options, args []string, stdout io.Writer) error
+}
+
+var commands = map[string]command{
+	"prepare": {run: func(p project, _ *options, _ []string, _ io.Writer) error { return p.prepare() }},
+	"build": {flags: []string{flagFlavor, flagBin}, run: func(p project, o *options, _ []string, _ io.Writer) error {
+		bin := o.bin
+		if bin == "" {
+			bin = filepath.Join(o.out, "bin")
+			if stamp.Flavor(o.flavor) == stamp.Stock {
+				bin = filepath.Join(o.out, "stock", "bin")
+			}
+		}
+		return p.build(stamp.Flavor(o.flavor), bin)
+	}},
+	"ldflags": {flags: []string{flagFlavor}, run: func(p project, o *options, _ []string, stdout io.Writer) error {
+		return p.ldflags(stamp.Flavor(o.flavor), stdout)
+	}},
+	"go": {flags: []string{flagFlavor}, args: true, run: func(p project, o *options, args []string, stdout io.Writer) error {
+		return p.goCommand(stamp.Flavor(o.flavor), args, stdout)
+	}},
+	"images":       {run: func(p project, _ *options, _ []string, _ io.Writer) error { return p.images() }},
+	"conformance":  {run: func(p project, _ *options, _ []string, _ io.Writer) error { return p.conformance() }},
+	"kind-tools":   {run: func(p project, _ *options, _ []string, _ io.Writer) error { return p.kindTools() }},
+	"kind-image":   {run: func(p project, _ *options, _ []string, _ io.Writer) error { return p.kindImage() }},
+	"verify":       {run: func(p project, _ *options, _ []string, stdout io.Writer) error { return p.verify(stdout) }},
+	"packages":     {run: func(p project, _ *options, _ []string, stdout io.Writer) error { return p.packages(stdout) }},
+	"test-patched": {run: func(p project, _ *options, _ []string, stdout io.Writer) error { return p.testPatched(stdout) }},
+	"devtree": {flags: []string{flagDir, flagContinue}, run: func(p project, o *options, _ []string, _ io.Writer) error {
+		if o.dir == "" {
+			return fmt.Errorf("devtree needs --dir DIR")
+		}
+		return p.devtree(o.dir, o.cont)
+	}},
+	"export": {flags: []string{flagDir}, run: func(p project, o *options, _ []string, stdout io.Writer) error {
+		if o.dir == "" {
+			return fmt.Errorf("export needs --dir DIR")
+		}
+		return p.export(o.dir, stdout)
+	}},
+}
+
+// flagSet has --root, --out and the named flags of one subcommand.
+func flagSet(name string, names []string, o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.root, "root", ".", "the k1m checkout")
+	fs.StringVar(&o.out, "out", "", "where generated trees go (default ROOT/_output)")
+	for _, n := range names {
+		switch n {
+		case flagFlavor:
+			fs.StringVar(&o.flavor, n, "k1m", "k1m or stock")
+		case flagBin:
+			fs.StringVar(&o.bin, n, "", "where binaries go (default OUT/bin, or OUT/stock/bin for stock)")
+		case flagDir:
+			fs.StringVar(&o.dir, n, "", "the devtree directory")
+		case flagContinue:
+			fs.BoolVar(&o.cont, n, false, "resume a devtree that stopped at a patch")
+		}
+	}
+	return fs
+}
 
 // Main runs one subcommand.
 func Main(args []string, stdout, stderr io.Writer) error {
@@ -44,64 +127,26 @@ func Main(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	root := fs.String("root", ".", "the k1m checkout")
-	out := fs.String("out", "", "where generated trees go (default ROOT/_output)")
-	flavor := fs.String("flavor", "k1m", "with ldflags and build: k1m or stock")
-	dir := fs.String("dir", "", "with devtree and export: the devtree directory")
-	cont := fs.Bool("continue", false, "with devtree: resume a devtree that stopped at a patch")
-	bin := fs.String("bin", "", "with build: where binaries go (default OUT/bin, or OUT/stock/bin for stock)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 && args[0] != "go" {
-		return fmt.Errorf("%s takes no arguments, got %q", args[0], fs.Args())
-	}
-	if *out == "" {
-		*out = filepath.Join(*root, "_output")
-	}
-	p := project{root: *root, out: *out, log: stderr, prepared: new(bool)}
-	switch args[0] {
-	case "prepare":
-		return p.prepare()
-	case "build":
-		if *bin == "" {
-			*bin = filepath.Join(*out, "bin")
-			if stamp.Flavor(*flavor) == stamp.Stock {
-				*bin = filepath.Join(*out, "stock", "bin")
-			}
-		}
-		return p.build(stamp.Flavor(*flavor), *bin)
-	case "ldflags":
-		return p.ldflags(stamp.Flavor(*flavor), stdout)
-	case "images":
-		return p.images()
-	case "conformance":
-		return p.conformance()
-	case "kind-tools":
-		return p.kindTools()
-	case "kind-image":
-		return p.kindImage()
-	case "verify":
-		return p.verify(stdout)
-	case "packages":
-		return p.packages(stdout)
-	case "test-patched":
-		return p.testPatched(stdout)
-	case "go":
-		return p.goCommand(stamp.Flavor(*flavor), fs.Args(), stdout)
-	case "devtree", "export":
-		if *dir == "" {
-			return fmt.Errorf("%s needs --dir DIR", args[0])
-		}
-		if args[0] == "export" {
-			return p.export(*dir, stdout)
-		}
-		return p.devtree(*dir, *cont)
-	default:
+	cmd, ok := commands[args[0]]
+	if !ok {
 		return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 	}
+	o := &options{flavor: "k1m"}
+	fs := flagSet(args[0], cmd.flags, o, stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	if fs.NArg() > 0 && !cmd.args {
+		return fmt.Errorf("%s takes no arguments, got %q", args[0], fs.Args())
+	}
+	if f := stamp.Flavor(o.flavor); f != stamp.K1m && f != stamp.Stock {
+		return fmt.Errorf("%s --flavor %q: want k1m or stock", args[0], o.flavor)
+	}
+	if o.out == "" {
+		o.out = filepath.Join(o.root, "_output")
+	}
+	p := project{root: o.root, out: o.out, log: stderr, prepared: new(bool)}
+	return cmd.run(p, o, fs.Args(), stdout)
 }
 
 type project struct {
