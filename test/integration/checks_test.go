@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,49 +15,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/test/clustercheck"
 )
-
-func testNodes(ctx context.Context, t *testing.T, c *cluster) {
-	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != nodes {
-		t.Fatalf("%d nodes, want %d", len(list.Items), nodes)
-	}
-	for _, n := range list.Items {
-		if !nodeReady(&n) {
-			t.Errorf("node %s not Ready", n.Name)
-		}
-		for _, a := range n.Status.Addresses {
-			if ip := net.ParseIP(a.Address); ip != nil && ip.To4() != nil {
-				t.Errorf("node %s has an IPv4 address %s", n.Name, a.Address)
-			}
-		}
-		for _, cidr := range n.Spec.PodCIDRs {
-			if !strings.HasPrefix(cidr, "fddf:4035:b5") || !strings.HasSuffix(cidr, "/64") {
-				t.Errorf("node %s pod range %s, want a /64 of fddf:4035:b500::/44", n.Name, cidr)
-			}
-		}
-		if len(n.Spec.PodCIDRs) != 1 {
-			t.Errorf("node %s pod ranges %v, want one IPv6 /64", n.Name, n.Spec.PodCIDRs)
-		}
-	}
-	svc, err := c.client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ip := net.ParseIP(svc.Spec.ClusterIP); ip == nil || ip.To4() != nil {
-		t.Errorf("kubernetes Service IP %s, want IPv6", svc.Spec.ClusterIP)
-	}
-}
 
 // testLeaseRenewal measures the renew interval from the Leases' renewTime.
 func testLeaseRenewal(ctx context.Context, t *testing.T, c *cluster) {
@@ -105,134 +66,33 @@ func testLeaseRenewal(ctx context.Context, t *testing.T, c *cluster) {
 
 const testNamespace = "k1m-integration"
 
-func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}
-	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]string{"app": "web"}
-	agents := []string{"k1m-node-1", "k1m-node-2"}
-	deploy := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNamespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{
-						NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: agents}}}}}},
-						PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-							LabelSelector: &metav1.LabelSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}},
-					},
-					Containers: []corev1.Container{{
-						Name: "httpd", Image: "k1m.local/busybox:1.35", ImagePullPolicy: corev1.PullNever,
-						Command: []string{"sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p [::]:8080 -h /www"},
-						Ports:   []corev1.ContainerPort{{ContainerPort: 8080}},
-					}},
-				},
-			},
-		},
-	}
-	if _, err := c.client.AppsV1().Deployments(testNamespace).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: testNamespace},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
-	}
-	svc, err := c.client.CoreV1().Services(testNamespace).Create(ctx, svc, metav1.CreateOptions{})
+// agents are the nodes hack/cluster.sh starts next to the server's own.
+var agents = []string{"k1m-node-1", "k1m-node-2"}
+
+func (c *cluster) Client() kubernetes.Interface { return c.client }
+
+func (c *cluster) Kubectl(args ...string) (string, error) { return c.kubectl(args...) }
+
+// CountKeys reads the server's etcds directly, with kube-apiserver's
+// etcd client certificate.
+func (c *cluster) CountKeys(ctx context.Context, store clustercheck.Store, prefix string) (int64, error) {
+	port := map[clustercheck.Store]int{clustercheck.Durable: 2379, clustercheck.NoFsync: 2381}[store]
+	resp, err := etcdClient(c.t, filepath.Join(c.dataRoot, "server", "tls"), port).Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	client := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: testNamespace},
-		Spec: corev1.PodSpec{
-			NodeName:   serverNodeName(ctx, t, c, agents),
-			Containers: []corev1.Container{{Name: "sh", Image: "k1m.local/busybox:1.35", ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}},
-		},
-	}
-	if _, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, client, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var backends []corev1.Pod
-	testutil.Eventually(t, 3*time.Minute, "two web pods running on the two agents and the client running", func() error {
-		pods, err := c.client.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		backends = nil
-		nodesUsed := map[string]bool{}
-		for _, p := range pods.Items {
-			if p.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("pod %s is %s", p.Name, p.Status.Phase)
-			}
-			if p.Labels["app"] == "web" {
-				backends = append(backends, p)
-				nodesUsed[p.Spec.NodeName] = true
-			}
-		}
-		if len(backends) != 2 || len(nodesUsed) != 2 {
-			return fmt.Errorf("web pods on %v", nodesUsed)
-		}
-		return nil
-	})
-	for _, b := range backends {
-		if ip := net.ParseIP(b.Status.PodIP); ip == nil || ip.To4() != nil {
-			t.Errorf("pod %s IP %q, want IPv6", b.Name, b.Status.PodIP)
-		}
-		// Pod to pod across nodes, over the routes the agents program.
-		testutil.Eventually(t, time.Minute, "client on the server node fetches "+b.Status.PodIP+" port 8080", func() error {
-			return c.expectBody(b.Status.PodIP, "8080", b.Name)
-		})
-	}
-	name := "web." + testNamespace + ".svc.cluster.local"
-	testutil.Eventually(t, time.Minute, "CoreDNS answers AAAA for "+name, func() error {
-		out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "nslookup", "-type=AAAA", name)
-		if err != nil || !strings.Contains(out, svc.Spec.ClusterIP) {
-			return fmt.Errorf("want %s in the answer: %v: %s", svc.Spec.ClusterIP, err, out)
-		}
-		return nil
-	})
-	served := map[string]bool{}
-	testutil.Eventually(t, 2*time.Minute, "the ClusterIP Service, resolved by name, reaches both backends", func() error {
-		// busybox's nc does not resolve names (static glibc): resolve with
-		// nslookup (CoreDNS, AAAA), then connect to the answer.
-		script := `ip=$(nslookup -type=AAAA ` + name + ` | awk '/^Name:/ {n=1} n && /^Address:/ {print $2}' | tail -1); ` +
-			`[ -n "$ip" ] || exit 3; printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "$ip" 80`
-		out, err := c.kubectl("exec", "-n", testNamespace, "client", "--", "sh", "-c", script)
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		served[lastLine(out)] = true
-		if len(served) < 2 || served[""] {
-			return fmt.Errorf("served so far by %v", served)
-		}
-		return nil
-	})
+	return resp.Count, nil
 }
 
-// expectBody fetches / from [ip]:port in the client pod (busybox nc: its
-// wget crashes in Debian's static build) and wants body as the last line.
-func (c *cluster) expectBody(ip, port, body string) error {
-	return c.expectBodyFrom("client", ip, port, body)
+// testServiceAcrossNodes: web pods on both agents, the client on the
+// server's node (clustercheck.ServiceAcrossNodes).
+func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
+	clustercheck.ServiceAcrossNodes(ctx, t, c, clustercheck.Layout{Namespace: testNamespace, Image: busybox,
+		ClientNode: serverNodeName(ctx, t, c, agents), BackendNodes: agents})
 }
 
-// expectBodyFrom is expectBody from the pod named client.
-func (c *cluster) expectBodyFrom(client, ip, port, body string) error {
-	out, err := c.kubectl("exec", "-n", testNamespace, client, "--", "sh", "-c",
-		`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 `+ip+` `+port)
-	if err != nil || lastLine(out) != body {
-		return fmt.Errorf("want body %q: %v: %s", body, err, out)
-	}
-	return nil
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
+// busybox is the test image make images builds; nodes import it.
+const busybox = "k1m.local/busybox:1.35"
 
 // serverNodeName is the node that is not one of the agents.
 func serverNodeName(ctx context.Context, t *testing.T, c *cluster, agents []string) string {
@@ -247,37 +107,6 @@ func serverNodeName(ctx context.Context, t *testing.T, c *cluster, agents []stri
 	}
 	t.Fatal("no server node")
 	return ""
-}
-
-// testEtcdSplit looks into both etcds: Events and Leases only in the
-// no-fsync one, everything else only in the durable one.
-func testEtcdSplit(ctx context.Context, t *testing.T, c *cluster) {
-	tlsDir := filepath.Join(c.dataRoot, "server", "tls")
-	durable := etcdClient(t, tlsDir, 2379)
-	ephemeral := etcdClient(t, tlsDir, 2381)
-	count := func(cli *clientv3.Client, prefix string) int64 {
-		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Count
-	}
-	for _, prefix := range []string{"/registry/leases/kube-node-lease/", "/registry/events/"} {
-		if n := count(ephemeral, prefix); n == 0 {
-			t.Errorf("no %s keys in the ephemeral etcd", prefix)
-		}
-		if n := count(durable, prefix); n != 0 {
-			t.Errorf("%d %s keys in the durable etcd, want none", n, prefix)
-		}
-	}
-	for _, prefix := range []string{"/registry/configmaps/", "/registry/pods/", "/registry/minions/"} {
-		if n := count(durable, prefix); n == 0 {
-			t.Errorf("no %s keys in the durable etcd", prefix)
-		}
-		if n := count(ephemeral, prefix); n != 0 {
-			t.Errorf("%d %s keys in the ephemeral etcd, want none", n, prefix)
-		}
-	}
 }
 
 func etcdClient(t *testing.T, tlsDir string, port int) *clientv3.Client {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/test/clustercheck"
 )
 
 // The cluster under test renews node Leases every 5 s, not the default
@@ -35,6 +36,7 @@ const (
 type cluster struct {
 	root, dataRoot, clusterDir, k1m string
 	client                          kubernetes.Interface
+	t                               *testing.T // the top test, for helpers that fail it
 }
 
 func (c *cluster) script(t *testing.T, verb string, args ...string) {
@@ -73,7 +75,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m")}
+	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m"), t: t}
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)
 	}
@@ -96,11 +98,11 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 
 	flaps := watchNotReady(ctx, t, c.client)
-	t.Run("NodesReadyWithIPv6", func(t *testing.T) { testNodes(ctx, t, c) })
+	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
-	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
+	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
@@ -158,7 +160,7 @@ func watchNotReady(ctx context.Context, t *testing.T, client kubernetes.Interfac
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			if !nodeReady(node) {
+			if !clustercheck.Ready(node) {
 				w.mu.Lock()
 				w.events = append(w.events, fmt.Sprintf("%s at %s", node.Name, time.Now().Format(time.RFC3339)))
 				w.mu.Unlock()
@@ -173,15 +175,6 @@ func (w *notReadyWatch) stop() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.events
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // k1mProcesses lists the k1m and containerd processes running, leaving out

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/testutil"
 )
 
@@ -120,7 +121,7 @@ func nodesRenewedAndReady(ctx context.Context, client kubernetes.Interface, sinc
 		return err
 	}
 	for _, n := range list.Items {
-		if !nodeReady(&n) {
+		if !clustercheck.Ready(&n) {
 			return fmt.Errorf("node %s not Ready", n.Name)
 		}
 		lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})

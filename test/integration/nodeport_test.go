@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/testutil"
 )
 
@@ -39,7 +40,7 @@ func testNodePortEveryNode(ctx context.Context, t *testing.T, c *cluster) {
 		for node, addr := range addrs {
 			what := fmt.Sprintf("client on %s reaches its own node's pod %s via NodePort %d on %s (%s)", b.Spec.NodeName, b.Name, nodePort, node, addr)
 			testutil.Eventually(t, time.Minute, what, func() error {
-				return c.expectBodyFrom(client, addr, strconv.Itoa(int(nodePort)), b.Name)
+				return clustercheck.ExpectBody(c, testNamespace, client, addr, strconv.Itoa(int(nodePort)), b.Name)
 			})
 		}
 	}
@@ -72,7 +73,7 @@ func startClient(ctx context.Context, t *testing.T, c *cluster, name, node strin
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
 		Spec: corev1.PodSpec{
 			NodeName:   node,
-			Containers: []corev1.Container{{Name: "sh", Image: "k1m.local/busybox:1.35", ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}},
+			Containers: []corev1.Container{{Name: "sh", Image: busybox, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", "3600"}}},
 		},
 	}
 	if _, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

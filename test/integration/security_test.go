@@ -470,7 +470,7 @@ func testPassThrough(ctx context.Context, t *testing.T, c *cluster) {
 		t.Errorf("--kubelet-arg=max-pods=%d: the server's node has capacity for %d pods", passThroughMaxPods, pods)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pass-through", Namespace: testNamespace},
-		Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "c", Image: "k1m.local/busybox:1.35"}}}}
+		Spec: corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "c", Image: busybox}}}}
 	created, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
