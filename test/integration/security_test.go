@@ -159,7 +159,8 @@ func joins(ctx context.Context, token pki.Token) error {
 }
 
 func testTokenLifecycle(ctx context.Context, t *testing.T, c *cluster) {
-	const refused = "--token: the server refused the token (401 Unauthorized)"
+	// join.Discover's own words; the agent adds the flag (--token).
+	const refused = "token: the server refused the token (401 Unauthorized)"
 	created := func(args ...string) pki.Token {
 		out, err := c.k1mToken(t, append([]string{"create"}, args...)...)
 		if err != nil {
