@@ -154,18 +154,15 @@ func deny(reason, format string, args ...any) *verdict {
 
 // decideJoin decides a client certificate asked for with a join token.
 func (a *Approver) decideJoin(ctx context.Context, csr *certv1.CertificateSigningRequest) (*verdict, error) {
-	req, err := parse(csr)
-	if err != nil {
-		return deny(ReasonInvalidRequest, "%v", err), nil
-	}
-	if err := certificates.ValidateKubeletClientCSR(req, usages(csr)); err != nil {
-		return deny(ReasonInvalidRequest, "not a kubelet client certificate request: %v", err), nil
+	req, invalid := parseAs(csr, "client", certificates.ValidateKubeletClientCSR)
+	if invalid != nil {
+		return invalid, nil
 	}
 	node := strings.TrimPrefix(req.Subject.CommonName, "system:node:")
 	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
 		return deny(ReasonInvalidRequest, "node name %q is not a lower-case DNS-1123 subdomain: %s", node, strings.Join(errs, "; ")), nil
 	}
-	_, err = a.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	_, err := a.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return deny(ReasonNodeExists, "node %s exists already: a join token adds new nodes and cannot take over one; to join a machine again under this name, delete the Node first (k1m kubectl delete node %s)", node, node), nil
@@ -199,12 +196,9 @@ func (a *Approver) decideJoin(ctx context.Context, csr *certv1.CertificateSignin
 // decideServing decides a kubelet serving certificate: asked for by the
 // node it names, for its own names and addresses only.
 func (a *Approver) decideServing(ctx context.Context, csr *certv1.CertificateSigningRequest) (*verdict, error) {
-	req, err := parse(csr)
-	if err != nil {
-		return deny(ReasonInvalidRequest, "%v", err), nil
-	}
-	if err := certificates.ValidateKubeletServingCSR(req, usages(csr)); err != nil {
-		return deny(ReasonInvalidRequest, "not a kubelet serving certificate request: %v", err), nil
+	req, invalid := parseAs(csr, "serving", certificates.ValidateKubeletServingCSR)
+	if invalid != nil {
+		return invalid, nil
 	}
 	if csr.Spec.Username != req.Subject.CommonName || !slices.Contains(csr.Spec.Groups, "system:nodes") {
 		return deny(ReasonNotOwnNode, "%s asked for a serving certificate of %s: a node may ask only for its own", csr.Spec.Username, req.Subject.CommonName), nil
@@ -264,6 +258,19 @@ func (a *Approver) record(ctx context.Context, csr *certv1.CertificateSigningReq
 	}
 	klog.InfoS("CSR decided", "csr", csr.Name, "approved", v.approve, "reason", v.reason, "message", v.message)
 	return nil
+}
+
+// parseAs parses the request and checks it is a kubelet certificate of
+// the given kind; a request that is not is denied with the reason.
+func parseAs(csr *certv1.CertificateSigningRequest, kind string, validate func(*x509.CertificateRequest, sets.String) error) (*x509.CertificateRequest, *verdict) {
+	req, err := parse(csr)
+	if err != nil {
+		return nil, deny(ReasonInvalidRequest, "%v", err)
+	}
+	if err := validate(req, usages(csr)); err != nil {
+		return nil, deny(ReasonInvalidRequest, "not a kubelet %s certificate request: %v", kind, err)
+	}
+	return req, nil
 }
 
 func parse(csr *certv1.CertificateSigningRequest) (*x509.CertificateRequest, error) {

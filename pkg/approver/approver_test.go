@@ -67,7 +67,12 @@ func serving(name, node string, ips []net.IP, dns []string) request {
 		user: "system:node:" + node, groups: []string{"system:nodes", "system:authenticated"}, ips: ips, dns: dns}
 }
 
-var wasApproved = []certv1.CertificateSigningRequestCondition{{Type: certv1.CertificateApproved, Status: corev1.ConditionTrue}}
+// approvedJoin is a join request for node that was approved before.
+func approvedJoin(t *testing.T, name, node string, key crypto.Signer) *certv1.CertificateSigningRequest {
+	r := join(name, node, key)
+	r.conditions = []certv1.CertificateSigningRequestCondition{{Type: certv1.CertificateApproved, Status: corev1.ConditionTrue}}
+	return r.csr(t)
+}
 
 func node(name string, addrs ...corev1.NodeAddress) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
@@ -103,20 +108,10 @@ func TestJoinTokenGetsANewNodeButNeverAnExistingOne(t *testing.T) {
 			"new node agent-1 joined with a token of " + group},
 		{"a name that is a Node", []runtime.Object{join("csr-a", "agent-1", key).csr(t), node("agent-1")}, certv1.CertificateDenied, ReasonNodeExists,
 			"node agent-1 exists already: a join token adds new nodes and cannot take over one; to join a machine again under this name, delete the Node first (k1m kubectl delete node agent-1)"},
-		{"a name already issued to another key", []runtime.Object{join("csr-a", "agent-1", key).csr(t),
-			func() runtime.Object {
-				r := join("csr-first", "agent-1", otherKey)
-				r.conditions = wasApproved
-				return r.csr(t)
-			}()},
+		{"a name already issued to another key", []runtime.Object{join("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", otherKey)},
 			certv1.CertificateDenied, ReasonNameTaken,
 			"a client certificate for node agent-1 was issued to another key (CSR csr-first): a join token cannot take over a node name; delete that CSR if the machine it went to is gone"},
-		{"the same key asking again", []runtime.Object{join("csr-a", "agent-1", key).csr(t),
-			func() runtime.Object {
-				r := join("csr-first", "agent-1", key)
-				r.conditions = wasApproved
-				return r.csr(t)
-			}()},
+		{"the same key asking again", []runtime.Object{join("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", key)},
 			certv1.CertificateApproved, ReasonApproved, "new node agent-1 joined with a token of " + group},
 		{"a client request with an IP SAN", []runtime.Object{func() runtime.Object { r := join("csr-a", "agent-1", key); r.ips = []net.IP{ip}; return r.csr(t) }()},
 			certv1.CertificateDenied, ReasonInvalidRequest, "not a kubelet client certificate request: IP subjectAltNames are not allowed"},
