@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,17 +104,20 @@ func TestNoFsyncEtcdPodServesTheOverrideURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := pod.Spec.Containers[0]
-	args := strings.Join(c.Command, " ")
-	for _, want := range []string{"--unsafe-no-fsync=true", "--listen-client-urls=" + NoFsyncClientURL, "--client-cert-auth=true", "--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("etcd command lacks %s: %s", want, args)
-		}
+	want := []string{"etcd", "--name=nofsync", "--data-dir=/var/lib/etcd-nofsync", "--unsafe-no-fsync=true",
+		"--listen-client-urls=https://[::1]:2479", "--advertise-client-urls=https://[::1]:2479",
+		"--listen-peer-urls=http://[::1]:2480", "--initial-advertise-peer-urls=http://[::1]:2480", "--initial-cluster=nofsync=http://[::1]:2480",
+		"--listen-metrics-urls=http://[::1]:2481", "--client-cert-auth=true",
+		"--cert-file=/etc/kubernetes/pki/etcd/server.crt", "--key-file=/etc/kubernetes/pki/etcd/server.key",
+		"--trusted-ca-file=/etc/kubernetes/pki/etcd/ca.crt", "--snapshot-count=10000"}
+	if !slices.Equal(c.Command, want) {
+		t.Errorf("etcd command\n got %q\nwant %q", c.Command, want)
 	}
 	if c.Image != EtcdImage || !pod.Spec.HostNetwork {
 		t.Errorf("image %s hostNetwork %v", c.Image, pod.Spec.HostNetwork)
 	}
-	if !strings.Contains(EtcdOverrides(), "/events#"+NoFsyncClientURL) || !strings.Contains(EtcdOverrides(), "coordination.k8s.io/leases#"+NoFsyncClientURL) {
-		t.Errorf("overrides %s", EtcdOverrides())
+	if got, want := EtcdOverrides(), "/events#https://[::1]:2479,coordination.k8s.io/leases#https://[::1]:2479"; got != want {
+		t.Errorf("overrides %s, want %s", got, want)
 	}
 }
 
