@@ -12,7 +12,7 @@ NODES     ?= 1
 FLAVOR    ?= k1m
 K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 
-.PHONY: deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: bench-tools deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -97,13 +97,19 @@ integration: deps-cluster build images ## start a 3-node cluster from the built 
 test: verify unit integration conformance-test kind-test ## the test command (README.md); CI runs exactly this
 
 BENCH_ARGS ?=
+# bench-tools puts kwok (KWOK_VERSION, build/versions.env) and the plotter here.
+BENCH_TOOLS = --kwok $(OUT)/tools/kwok-$(KWOK_VERSION)/kwok --kwok-stages $(OUT)/tools/kwok-$(KWOK_VERSION)/stages.yaml \
+	--benchplot $(OUT)/tools/benchplot
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
-	KWOK_VERSION=$(KWOK_VERSION) $(OUT)/tools/k1m-bench run --out $(OUT)
+	$(OUT)/tools/k1m-bench run --out $(OUT) $(BENCH_TOOLS)
 
-bench: deps-build build build-stock ## stock 1.32.5 vs k1m side by side, 10-14 min measured (docs/performance.md); results in $(OUT)/bench
+bench-tools: deps-build ## build what the benchmark runs besides k1m and stock: kwok (pinned) with its node stages, and hack/benchplot, into $(OUT)/tools
+	$(K1M_BUILD) bench-tools $(K1M_FLAGS)
+
+bench: deps-build build build-stock bench-tools ## stock 1.32.5 vs k1m side by side, 10-14 min measured (docs/performance.md); results in $(OUT)/bench
 	$(BENCH) --profile quick $(BENCH_ARGS)
 
-bench-full: deps-build build build-stock ## the same with more rounds, longer windows and a kwok ramp up to 100k nodes
+bench-full: deps-build build build-stock bench-tools ## the same with more rounds, longer windows and a kwok ramp up to 100k nodes
 	$(BENCH) --profile full $(BENCH_ARGS)
 
 clean: ## remove generated trees and binaries

@@ -3,27 +3,18 @@ package bench
 import (
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 )
 
-// PlotDir holds the plotting program, a Go module of its own so its
-// dependencies (gonum plot) stay out of the Kubernetes build's module graph.
-const PlotDir = "hack/benchplot"
-
-// Plot renders the PNG plots of a results folder from its CSV files.
-func Plot(results string, progress io.Writer) error {
-	abs, err := filepath.Abs(results)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "run", ".", abs)
-	cmd.Dir = PlotDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+// Plot renders the PNG plots of a results folder from its CSV files with
+// the plotting program (hack/benchplot, built by k1m-build bench-tools: a
+// Go module of its own, so its dependencies stay out of the Kubernetes
+// build's module graph).
+func Plot(benchplot, results string, progress io.Writer) error {
+	cmd := exec.Command(benchplot, results)
 	cmd.Stdout, cmd.Stderr = progress, progress
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("plotting %s (go run ./%s): %w", results, PlotDir, err)
+		return fmt.Errorf("plotting %s (%s): %w", results, benchplot, err)
 	}
 	return nil
 }

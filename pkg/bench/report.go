@@ -177,12 +177,12 @@ func fmtFloat(v float64) string {
 }
 
 // Write writes the data files and the plots, and prints the summary.
-func (rep *Report) Write(progress io.Writer) error {
+func (rep *Report) Write(benchplot string, progress io.Writer) error {
 	if err := rep.writeData(); err != nil {
 		return err
 	}
 	fmt.Fprint(progress, "\n"+rep.Summary())
-	if err := Plot(rep.Dir, progress); err != nil {
+	if err := Plot(benchplot, rep.Dir, progress); err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "\nresults: %s (CSV, report.json, summary.md, *.png)\n", rep.Dir)

@@ -38,6 +38,10 @@ type Options struct {
 	WatchBenchtime string
 	WatchCount     int
 
+	// Tools built by k1m-build bench-tools: kwok with its node stages for
+	// the kwok scenario, and the plotting program for every run.
+	KwokBin, KwokStages, Benchplot string
+
 	Progress io.Writer
 }
 
@@ -76,7 +80,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	return rep.Write(o.Progress)
+	return rep.Write(o.Benchplot, o.Progress)
 }
 
 // order alternates the variants: forward on even rounds, backward on odd
@@ -187,12 +191,13 @@ type kwokColumn struct {
 }
 
 func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
-	kwokBin, moduleDir, err := EnsureKwok(ctx, o.BuildOut, o.Progress)
-	if err != nil {
-		return err
-	}
+	// The stages kwok ran with are kept with the results.
 	stages := filepath.Join(o.Results, "kwok-stages.yaml")
-	if err := kwoknodes.WriteStages(moduleDir, stages); err != nil {
+	data, err := os.ReadFile(o.KwokStages)
+	if err != nil {
+		return fmt.Errorf("--kwok-stages: %w", err)
+	}
+	if err := os.WriteFile(stages, data, 0o644); err != nil {
 		return err
 	}
 	cols, err := kwokColumns(variants, o.LongRenew)
@@ -207,7 +212,7 @@ func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Va
 			return err
 		}
 		cfg := o.Kwok
-		cfg.Kwok, cfg.Stages, cfg.RenewInterval = kwokBin, stages, col.renew
+		cfg.Kwok, cfg.Stages, cfg.RenewInterval = o.KwokBin, stages, col.renew
 		// Every node must renew at least twice inside a window, whatever
 		// its interval, or the window sees too few Lease writes.
 		cfg.Hold = max(cfg.Hold, 2*col.renew)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,10 @@ func ParseRun(args []string) (bench.Options, error) {
 	kwokHold := fs.Duration("kwok-hold", 0, "measured window at each kwok step (profile default)")
 	longRenew := fs.Duration("long-renew", 30*time.Second, "renew interval of k1m's long-lease kwok column")
 	watchBenchtime := fs.String("watch-benchtime", "", "go test -benchtime of the watch cache benchmarks (profile default)")
+	var tools bench.Options
+	fs.StringVar(&tools.KwokBin, "kwok", "", "the kwok binary (k1m-build bench-tools builds it; make bench passes it)")
+	fs.StringVar(&tools.KwokStages, "kwok-stages", "", "kwok's node stages file (k1m-build bench-tools writes it)")
+	fs.StringVar(&tools.Benchplot, "benchplot", "", "the plotting program (k1m-build bench-tools builds hack/benchplot)")
 	if err := fs.Parse(args); err != nil {
 		return bench.Options{}, err
 	}
@@ -109,7 +114,8 @@ func ParseRun(args []string) (bench.Options, error) {
 	}
 	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, Lease: p.Lease, Etcd: p.Etcd,
 		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
-		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout}
+		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout,
+		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot}
 	var errs []error
 	errs = append(errs, override("--rounds", &o.Rounds, *rounds), override("--leases", &o.Lease.Leases, *leases),
 		override("--workers", &o.Lease.Workers, *workers))
@@ -142,7 +148,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	if *longRenew < time.Second || *longRenew%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 30s", *longRenew))
 	}
-	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate())
+	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o))
 	if err := errors.Join(errs...); err != nil {
 		return o, err
 	}
@@ -153,6 +159,24 @@ func ParseRun(args []string) (bench.Options, error) {
 	self, err := os.Executable()
 	o.Self = self
 	return o, err
+}
+
+// checkTools wants every tool the chosen scenarios run, before anything
+// starts: the plotting program always, kwok and its stages for kwok.
+func checkTools(o bench.Options) error {
+	need := []struct{ flag, path string }{{"--benchplot", o.Benchplot}}
+	if slices.Contains(o.Scenarios, "kwok") {
+		need = append(need, struct{ flag, path string }{"--kwok", o.KwokBin}, struct{ flag, path string }{"--kwok-stages", o.KwokStages})
+	}
+	var errs []error
+	for _, n := range need {
+		if n.path == "" {
+			errs = append(errs, fmt.Errorf("%s is empty: give the path k1m-build bench-tools built (make bench does)", n.flag))
+		} else if _, err := os.Stat(n.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %v (k1m-build bench-tools builds it)", n.flag, n.path, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // override sets dst from a flag whose zero value means "the profile's".

@@ -1,13 +1,27 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
+// tools are stand-ins for what k1m-build bench-tools builds.
+func tools(t *testing.T) []string {
+	dir := t.TempDir()
+	var args []string
+	for _, name := range []string{"kwok", "kwok-stages", "benchplot"} {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, nil, 0o755)
+		args = append(args, "--"+name, path)
+	}
+	return args
+}
+
 func TestParseRunProfileDefaultsAndOverrides(t *testing.T) {
-	o, err := ParseRun([]string{"--profile", "full", "--duration", "7s", "--kwok-steps", "10,20", "--scenarios", "lease,kwok", "--results", "/tmp/x"})
+	o, err := ParseRun(append(tools(t), "--profile", "full", "--duration", "7s", "--kwok-steps", "10,20", "--scenarios", "lease,kwok", "--results", "/tmp/x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +46,26 @@ func TestParseRunRejectsBadInputNamingTheFlag(t *testing.T) {
 		"--leases":     {"--leases", "-5"},
 	}
 	for flag, args := range cases {
-		_, err := ParseRun(args)
+		_, err := ParseRun(append(tools(t), args...))
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("ParseRun(%q) = %v; want an error naming %s", args, err, flag)
 		}
+	}
+}
+
+func TestParseRunWantsTheBuiltTools(t *testing.T) {
+	_, err := ParseRun([]string{"--scenarios", "kwok", "--kwok", "/nonexistent/kwok"})
+	want := []string{
+		"--benchplot is empty: give the path k1m-build bench-tools built (make bench does)",
+		"--kwok /nonexistent/kwok: stat /nonexistent/kwok: no such file or directory (k1m-build bench-tools builds it)",
+		"--kwok-stages is empty: give the path k1m-build bench-tools built (make bench does)",
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("got %v\nwant %s", err, strings.Join(want, "\n"))
+	}
+	// Without the kwok scenario, kwok is not needed.
+	args := tools(t)
+	if _, err := ParseRun([]string{"--scenarios", "lease", args[4], args[5]}); err != nil {
+		t.Errorf("lease only, with --benchplot: %v", err)
 	}
 }

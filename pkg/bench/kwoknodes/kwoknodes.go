@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -282,22 +281,4 @@ func isReady(n *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// WriteStages writes kwok's node stages (initialize, then heartbeat with
-// Lease) from the kwok module's own stage files, so the simulated nodes
-// post their status every 10-20 min like kubelets with Leases do. kwok
-// v0.7.0's CLI picks the stages without Lease when a lease duration is set
-// (its default-stage choice is inverted), hence the explicit file.
-func WriteStages(kwokModuleDir, path string) error {
-	var out []byte
-	for _, rel := range []string{"kustomize/stage/node/fast/node-initialize.yaml", "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"} {
-		data, err := os.ReadFile(filepath.Join(kwokModuleDir, rel))
-		if err != nil {
-			return fmt.Errorf("reading kwok's stage %s: %w", rel, err)
-		}
-		out = append(append(out, "---\n"...), data...)
-		out = append(out, '\n')
-	}
-	return os.WriteFile(path, out, 0o644)
 }

@@ -2,6 +2,9 @@ package tool
 
 import (
 	"bytes"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,5 +43,25 @@ func TestEveryCommandIsInTheUsage(t *testing.T) {
 				t.Errorf("usage does not mention --%s (taken by %s)", f, name)
 			}
 		}
+	}
+}
+
+// The Makefile passes the bench tools' paths to k1m-bench; they must be
+// where bench-tools puts them.
+func TestMakefileBenchToolPathsAreBenchTools(t *testing.T) {
+	data, err := os.ReadFile("../../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The value: the line after "BENCH_TOOLS =" and its continuations.
+	m := regexp.MustCompile(`BENCH_TOOLS = ((?:[^\n]*\\\n)*[^\n]*)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("the Makefile has no BENCH_TOOLS")
+	}
+	got := strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " "))
+	p := benchToolPaths("$(OUT)", "$(KWOK_VERSION)")
+	want := []string{"--kwok", p.Kwok, "--kwok-stages", p.KwokStages, "--benchplot", p.Benchplot}
+	if !slices.Equal(got, want) {
+		t.Errorf("Makefile BENCH_TOOLS %q, want %q", got, want)
 	}
 }
