@@ -120,6 +120,7 @@ func (a *Agent) Validate() error {
 		add(fmt.Errorf("--token and --token-file are both given: give one"))
 	}
 	add(requireIPv6Address("--node-ip", a.NodeIP, false))
+	add(requireNodeName("--node-name", a.NodeName))
 	add(requireProxyMode(a.ProxyMode))
 	_, err := a.PassThrough()
 	add(err)

@@ -79,18 +79,25 @@ func TestDefaultsAreValid(t *testing.T) {
 
 func TestValidateNamesFlagAndForm(t *testing.T) {
 	cases := map[string]string{
-		"--service-cidr=10.0.0.0/24":          "--service-cidr 10.0.0.0/24 is IPv4",
-		"--cluster-cidr=192.168.0.0/16":       "--cluster-cidr 192.168.0.0/16 is IPv4",
-		"--cluster-cidr=fddf:4035::/32":       "want a prefix from /44 to /64",
-		"--service-cidr=fddf:4035:b510::/96":  "want a /108 or smaller",
-		"--service-cidr=fddf:4035:b500::/108": "overlap",
-		"--bind-address=0.0.0.0":              "--bind-address \"0.0.0.0\": want an IPv6 address",
-		"--node-ip=10.1.2.3":                  "--node-ip \"10.1.2.3\": want an IPv6 address",
-		"--node-lease-renew-interval=0s":      "--node-lease-renew-interval 0s: want a whole number of seconds",
-		"--node-lease-renew-interval=1500ms":  "want a whole number of seconds",
-		"--ephemeral-etcd-port=2380":          "overlap",
-		"--https-listen-port=0":               "--https-listen-port 0: want a port",
-		"--token=short":                       "--token: the token secret \"<redacted>\" is not a bootstrap token",
+		"--service-cidr=10.0.0.0/24":                    "--service-cidr 10.0.0.0/24 is IPv4",
+		"--cluster-cidr=192.168.0.0/16":                 "--cluster-cidr 192.168.0.0/16 is IPv4",
+		"--cluster-cidr=fddf:4035::/32":                 "want a prefix from /44 to /64",
+		"--service-cidr=fddf:4035:b510::/96":            "want a /108 or smaller",
+		"--service-cidr=fddf:4035:b500::/108":           "overlap",
+		"--bind-address=0.0.0.0":                        "--bind-address \"0.0.0.0\": want an IPv6 address",
+		"--node-ip=10.1.2.3":                            "--node-ip \"10.1.2.3\": want an IPv6 address",
+		"--node-lease-renew-interval=0s":                "--node-lease-renew-interval 0s: want a whole number of seconds",
+		"--node-lease-renew-interval=1500ms":            "want a whole number of seconds",
+		"--ephemeral-etcd-port=2380":                    "--etcd-port (peer, +1) and --ephemeral-etcd-port use the same port 2380: every listener needs its own (each etcd also takes the port after its own)",
+		"--https-listen-port=10250":                     "--https-listen-port and the kubelet use the same port 10250",
+		"--node-name=Node-1":                            `--node-name "Node-1": want a lower-case DNS-1123 subdomain`,
+		"--cluster-domain=Cluster_Local":                `--cluster-domain "Cluster_Local": want a DNS domain of lower-case labels, e.g. cluster.local`,
+		"--service-cidr=fddf:4035:b510::/126":           "--service-cidr fddf:4035:b510::/126 holds 4 addresses: the kubernetes Service takes the 1st and cluster DNS the 10th; want a /124 or larger",
+		"--node-lease-renew-interval=5m":                "--node-lease-renew-interval 5m0s: want at most 2m0s: a node is declared NotReady five intervals after its last renewal (10m0s at the most)",
+		"--ephemeral-data-dir=/var/lib/k1m/server/etcd": "--ephemeral-data-dir /var/lib/k1m/server/etcd is, holds or lies inside the durable etcd's directory /var/lib/k1m/server/etcd",
+		"--ephemeral-data-dir=/var/lib/k1m/server":      "--ephemeral-data-dir /var/lib/k1m/server is, holds or lies inside",
+		"--https-listen-port=0":                         "--https-listen-port 0: want a port",
+		"--token=short":                                 "--token: the token secret \"<redacted>\" is not a bootstrap token",
 	}
 	for arg, want := range cases {
 		s, err := parse(t, "", arg)
@@ -239,5 +246,33 @@ func TestCompleteResolvesOnce(t *testing.T) {
 	s.RenewInterval = 1500 * time.Millisecond
 	if c, err := s.Complete(); c != nil || err == nil {
 		t.Errorf("an invalid server completed: %v", err)
+	}
+}
+
+func TestConfigFileIsReadStrictly(t *testing.T) {
+	cases := map[string]string{
+		"node-name: 0123\n":                                  `key node-name (line 1): YAML reads "0123" as a number, but --node-name takes a string: quote it (node-name: "0123")`,
+		"node-lease-renew-interval: 10\n":                    `--node-lease-renew-interval takes a duration such as 10s (a string)`,
+		"disable-agent: \"yes\"\n":                           `YAML reads "yes" as a string, but --disable-agent takes true or false`,
+		"https-listen-port: 7443\nhttps-listen-port: 8443\n": "key https-listen-port is given twice (lines 1 and 2): give it once",
+		"cluster-domain: [a, b]\n":                           "a list, but --cluster-domain takes one string value",
+		"- node-lease-renew-interval\n":                      "want a mapping of flag names to values at the top",
+	}
+	for file, want := range cases {
+		_, err := parse(t, file)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error containing %q", file, err, want)
+		}
+	}
+	s, err := parse(t, "node-name: \"no\"\nhttps-listen-port: 7443\ndisable-agent: true\n# comment\n")
+	if err != nil || s.NodeName != "no" || s.HTTPSPort != 7443 || !s.DisableAgent {
+		t.Errorf("quoted and typed values: %+v, %v", s, err)
+	}
+	// YAML 1.2, not 1.1: "no" is the string it looks like, never false.
+	if s, err := parse(t, "node-name: no\n"); err != nil || s.NodeName != "no" {
+		t.Errorf("node-name: no gave %q, %v", s.NodeName, err)
+	}
+	if _, err := parse(t, "# nothing but a comment\n"); err != nil {
+		t.Errorf("a file of comments: %v", err)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // DefaultConfigFile is read when --config is not given; it may be absent.
@@ -21,6 +21,12 @@ const DefaultConfigFile = "/etc/k1m/config.yaml"
 // command line did not set: the file's keys are the flag names, so flags
 // win and both are parsed and checked alike. A missing file is an error
 // only when explicit is true.
+//
+// The file is read strictly: a key given twice is refused, and each value
+// must have the YAML type of its flag (a string flag takes a string, a
+// boolean flag true or false, a number flag a number). So `node-name: no`
+// or `node-name: 0123`, which YAML reads as a boolean or a number, is
+// refused with the advice to quote it, never turned into "false" or "83".
 func ApplyFile(fs *pflag.FlagSet, path string, explicit bool) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
@@ -29,73 +35,99 @@ func ApplyFile(fs *pflag.FlagSet, path string, explicit bool) error {
 	if err != nil {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
-	var values map[string]interface{}
-	if err := yaml.Unmarshal(data, &values); err != nil {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("--config %s: not valid YAML: %w", path, err)
 	}
-	keys := make([]string, 0, len(values))
-	for k := range values {
-		keys = append(keys, k)
+	if len(doc.Content) == 0 {
+		return nil // an empty file, or comments only
 	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		flag := fs.Lookup(key)
-		if flag == nil || key == "config" {
-			return fmt.Errorf("--config %s: unknown key %q; the keys are the flag names: %s", path, key, flagNames(fs))
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("--config %s: want a mapping of flag names to values at the top, e.g. node-lease-renew-interval: 10s", path)
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		key, value := top.Content[i], top.Content[i+1]
+		if line, dup := seen[key.Value]; dup {
+			return fmt.Errorf("--config %s: key %s is given twice (lines %d and %d): give it once", path, key.Value, line, key.Line)
+		}
+		seen[key.Value] = key.Line
+		flag := fs.Lookup(key.Value)
+		if flag == nil || key.Value == "config" {
+			return fmt.Errorf("--config %s: unknown key %q; the keys are the flag names: %s", path, key.Value, flagNames(fs))
 		}
 		if flag.Changed {
 			continue // the command line wins
 		}
-		if err := setFromFile(fs, key, values[key]); err != nil {
-			return fmt.Errorf("--config %s: key %s: %w", path, key, err)
+		if err := setFromFile(fs, flag, value); err != nil {
+			return fmt.Errorf("--config %s: key %s (line %d): %w", path, key.Value, value.Line, err)
 		}
 	}
 	return nil
 }
 
-// setFromFile sets one flag from a YAML value. A list given to a
-// repeatable flag (a pass-through --COMPONENT-arg) sets one value per
-// item, so that values holding commas stay whole.
-func setFromFile(fs *pflag.FlagSet, key string, v interface{}) error {
-	if list, ok := v.([]interface{}); ok && fs.Lookup(key).Value.Type() == "stringArray" {
-		for _, item := range list {
-			value, err := flagValue(item)
-			if err != nil {
-				return err
-			}
-			if err := fs.Set(key, value); err != nil {
+// The YAML tags each kind of flag accepts.
+var tagsFor = map[string][]string{
+	"bool":        {"!!bool"},
+	"int":         {"!!int"},
+	"stringArray": {"!!str"},
+	"stringSlice": {"!!str"},
+}
+
+// setFromFile sets one flag from a YAML value of the flag's type. A list
+// given to a repeatable flag (a pass-through --COMPONENT-arg) sets one
+// value per item, so that values holding commas stay whole.
+func setFromFile(fs *pflag.FlagSet, flag *pflag.Flag, v *yaml.Node) error {
+	kind := flag.Value.Type()
+	if v.Kind == yaml.SequenceNode {
+		if kind != "stringArray" && kind != "stringSlice" {
+			return fmt.Errorf("a list, but --%s takes one %s value", flag.Name, kind)
+		}
+		for _, item := range v.Content {
+			if err := setFromFile(fs, flag, item); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	value, err := flagValue(v)
-	if err != nil {
-		return err
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a %s value, got a YAML mapping", kind)
 	}
-	return fs.Set(key, value)
+	want, ok := tagsFor[kind]
+	if !ok {
+		want = []string{"!!str"} // strings, durations, addresses, ...
+	}
+	if !slices.Contains(want, v.ShortTag()) {
+		return fmt.Errorf("YAML reads %q as %s, but --%s takes %s: quote it (%s: %q) or write it as the flag takes it", v.Value, tagName(v.ShortTag()), flag.Name, kindName(kind), flag.Name, v.Value)
+	}
+	return fs.Set(flag.Name, v.Value)
 }
 
-// flagValue renders a YAML value the way the flag would be written.
-func flagValue(v interface{}) (string, error) {
-	switch v := v.(type) {
-	case string, bool, float64, int64, int:
-		return fmt.Sprint(v), nil
-	case []interface{}:
-		parts := make([]string, len(v))
-		for i, item := range v {
-			s, err := flagValue(item)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
-		}
-		return strings.Join(parts, ","), nil
-	case nil:
-		return "", fmt.Errorf("has no value")
-	default:
-		return "", fmt.Errorf("want a string, number, boolean or list, got %T", v)
+func tagName(tag string) string {
+	switch tag {
+	case "!!bool":
+		return "a boolean"
+	case "!!int", "!!float":
+		return "a number"
+	case "!!null":
+		return "no value (null)"
+	case "!!str":
+		return "a string"
 	}
+	return tag
+}
+
+func kindName(kind string) string {
+	switch kind {
+	case "bool":
+		return "true or false"
+	case "int":
+		return "a whole number"
+	case "duration":
+		return "a duration such as 10s (a string)"
+	}
+	return "a string"
 }
 
 func flagNames(fs *pflag.FlagSet) string {

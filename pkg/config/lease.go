@@ -25,6 +25,9 @@ func LeaseProfileFor(renew time.Duration) (LeaseProfile, error) {
 	if renew < time.Second || renew%time.Second != 0 {
 		return LeaseProfile{}, fmt.Errorf("--node-lease-renew-interval %v: want a whole number of seconds, at least 1s, e.g. 10s (upstream) or 30s (a third of the Lease writes)", renew)
 	}
+	if renew > MaxRenewInterval {
+		return LeaseProfile{}, fmt.Errorf("--node-lease-renew-interval %v: want at most %v: a node is declared NotReady five intervals after its last renewal (%v at the most)", renew, MaxRenewInterval, 5*MaxRenewInterval)
+	}
 	lease := 4 * renew
 	return LeaseProfile{RenewInterval: renew, LeaseDuration: lease, GracePeriod: lease + renew}, nil
 }

@@ -167,15 +167,21 @@ func (s *Server) Validate() error {
 	add(requireIPv6Address("--advertise-address", s.AdvertiseAddress, false))
 	add(requireIPv6Address("--node-ip", s.NodeIP, false))
 	add(requireProxyMode(s.ProxyMode))
+	add(requireNodeName("--node-name", s.NodeName))
+	portsOK := true
 	for _, p := range []struct {
 		flag string
 		port int
 	}{{"--https-listen-port", s.HTTPSPort}, {"--etcd-port", s.EtcdPort}, {"--ephemeral-etcd-port", s.EphemeralEtcdPort}} {
-		add(requirePort(p.flag, p.port))
+		if err := requirePort(p.flag, p.port); err != nil {
+			add(err)
+			portsOK = false
+		}
 	}
-	if s.EtcdPort != 0 && (s.EphemeralEtcdPort == s.EtcdPort || s.EphemeralEtcdPort == s.EtcdPort+1 || s.EtcdPort == s.EphemeralEtcdPort+1) {
-		add(fmt.Errorf("--etcd-port %d and --ephemeral-etcd-port %d overlap: each etcd uses its port and the next one", s.EtcdPort, s.EphemeralEtcdPort))
+	if portsOK {
+		errs = append(errs, s.requireDistinctPorts()...)
 	}
+	add(s.requireSeparateStores())
 	cluster, err := parseIPv6CIDR("--cluster-cidr", s.ClusterCIDR, "fddf:4035:b500::/44")
 	add(err)
 	if err == nil && (cluster.Bits() > DefaultNodeMask || DefaultNodeMask-cluster.Bits() > MaxNodeMaskBits) {
@@ -187,12 +193,13 @@ func (s *Server) Validate() error {
 	if err == nil && service.Bits() < 108 {
 		add(fmt.Errorf("--service-cidr %s: want a /108 or smaller range (kube-apiserver's IPv6 limit), e.g. %s", s.ServiceCIDR, DefaultServiceCIDR))
 	}
+	if err == nil {
+		add(requireServiceRoom(service))
+	}
 	if cluster.IsValid() && service.IsValid() && cluster.Overlaps(service) {
 		add(fmt.Errorf("--cluster-cidr %s and --service-cidr %s overlap: pick disjoint ranges", s.ClusterCIDR, s.ServiceCIDR))
 	}
-	if s.ClusterDomain == "" {
-		add(errors.New("--cluster-domain is empty: want a DNS domain, e.g. cluster.local"))
-	}
+	add(requireClusterDomain(s.ClusterDomain))
 	_, err = LeaseProfileFor(s.RenewInterval)
 	add(err)
 	if s.Token != "" {

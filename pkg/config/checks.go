@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// requireNodeName wants a lower-case DNS-1123 subdomain, the form of a
+// Node's name: the kubelet of a node named otherwise never registers, and
+// the node stays NotReady forever. Empty means the hostname (lowercased).
+func requireNodeName(flag, name string) error {
+	if name == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%s %q: want a lower-case DNS-1123 subdomain (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit), e.g. node-1", flag, name)
+	}
+	return nil
+}
+
+// requireClusterDomain wants a DNS domain of lower-case labels.
+func requireClusterDomain(domain string) error {
+	d := strings.TrimSuffix(domain, ".")
+	if d == "" {
+		return fmt.Errorf("--cluster-domain is empty: want a DNS domain, e.g. cluster.local")
+	}
+	if errs := validation.IsDNS1123Subdomain(d); len(errs) > 0 {
+		return fmt.Errorf("--cluster-domain %q: want a DNS domain of lower-case labels, e.g. cluster.local", domain)
+	}
+	return nil
+}
+
+// fixedPorts are the ports a server uses that no flag moves (loopback
+// listeners of docs/security.md, and the kubelet's).
+var fixedPorts = []struct {
+	owner string
+	port  int
+}{
+	{"the kubelet", 10250}, {"the kubelet's healthz", 10248}, {"kube-proxy's metrics", 10249}, {"kube-proxy's healthz", 10256},
+	{"kube-controller-manager", 10257}, {"kube-scheduler", 10259},
+}
+
+// requireDistinctPorts wants every port the server listens on to differ:
+// two listeners on one port fail at start, after files are written.
+func (s *Server) requireDistinctPorts() []error {
+	type use struct {
+		owner string
+		port  int
+	}
+	uses := []use{
+		{"--https-listen-port", s.HTTPSPort},
+		{"--etcd-port", s.EtcdPort}, {"--etcd-port (peer, +1)", s.EtcdPort + 1},
+		{"--ephemeral-etcd-port", s.EphemeralEtcdPort}, {"--ephemeral-etcd-port (peer, +1)", s.EphemeralEtcdPort + 1},
+	}
+	for _, f := range fixedPorts {
+		uses = append(uses, use{f.owner, f.port})
+	}
+	byPort := map[int][]string{}
+	for _, u := range uses {
+		byPort[u.port] = append(byPort[u.port], u.owner)
+	}
+	ports := make([]int, 0, len(byPort))
+	for p := range byPort {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	var errs []error
+	for _, p := range ports {
+		if owners := byPort[p]; len(owners) > 1 {
+			errs = append(errs, fmt.Errorf("%s use the same port %d: every listener needs its own (each etcd also takes the port after its own)", strings.Join(owners, " and "), p))
+		}
+	}
+	return errs
+}
+
+// requireServiceRoom wants the service range to hold the two Service IPs
+// k1m hands out itself.
+func requireServiceRoom(service netip.Prefix) error {
+	if size := 128 - service.Bits(); size < 4 { // a /125 holds 8 addresses: too few
+		return fmt.Errorf("--service-cidr %s holds %d addresses: the kubernetes Service takes the 1st and cluster DNS the 10th; want a /124 or larger, e.g. %s",
+			service, 1<<size, DefaultServiceCIDR)
+	}
+	return nil
+}
+
+// MaxRenewInterval bounds --node-lease-renew-interval: a node is declared
+// NotReady five intervals after its last renewal, so at 2 minutes a dead
+// node is noticed after 10.
+const MaxRenewInterval = 2 * time.Minute
+
+// requireSeparateStores wants the no-fsync etcd's directory apart from
+// the durable etcd's: one etcd in the other's directory corrupts both.
+func (s *Server) requireSeparateStores() error {
+	if s.EphemeralDataDir == "" {
+		return nil // DATA-DIR/etcd-ephemeral
+	}
+	durable := filepath.Clean(filepath.Join(s.DataDir, "etcd"))
+	eph := filepath.Clean(s.EphemeralDataDir)
+	inside := func(dir, parent string) bool {
+		rel, err := filepath.Rel(parent, dir)
+		return err == nil && (rel == "." || !strings.HasPrefix(rel, ".."))
+	}
+	if eph == filepath.Clean(s.DataDir) || inside(eph, durable) || inside(durable, eph) {
+		return fmt.Errorf("--ephemeral-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /run/k1m-ephemeral", s.EphemeralDataDir, durable)
+	}
+	return nil
+}
