@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"net"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 )
@@ -86,7 +89,7 @@ func proxyArgs(p paths, nodeName, mode, clusterCIDR string) []string {
 		"--conntrack-tcp-timeout-close-wait=0",
 		// Loopback only: nothing but kube-apiserver and the kubelet
 		// listens beyond it (docs/security.md).
-		"--healthz-bind-address=[::1]:10256",
-		"--metrics-bind-address=[::1]:10249",
+		"--healthz-bind-address=" + net.JoinHostPort("::1", strconv.Itoa(constants.KubeProxyHealthzPort)),
+		"--metrics-bind-address=" + net.JoinHostPort("::1", strconv.Itoa(constants.KubeProxyMetricsPort)),
 	}
 }

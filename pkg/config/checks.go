@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // requireNodeName wants a lower-case DNS-1123 subdomain, the form of a
@@ -42,8 +44,9 @@ var fixedPorts = []struct {
 	owner string
 	port  int
 }{
-	{"the kubelet", 10250}, {"the kubelet's healthz", 10248}, {"kube-proxy's metrics", 10249}, {"kube-proxy's healthz", 10256},
-	{"kube-controller-manager", 10257}, {"kube-scheduler", 10259},
+	{"the kubelet", constants.KubeletPort}, {"the kubelet's healthz", constants.KubeletHealthzPort},
+	{"kube-proxy's metrics", constants.KubeProxyMetricsPort}, {"kube-proxy's healthz", constants.KubeProxyHealthzPort},
+	{"kube-controller-manager", constants.ControllerManagerPort}, {"kube-scheduler", constants.SchedulerPort},
 }
 
 // requireDistinctPorts wants every port the server listens on to differ:

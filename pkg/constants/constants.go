@@ -54,3 +54,15 @@ const (
 	// NodeNetwork is where `make cluster` puts its nodes.
 	NodeNetwork = "fddf:4035:b520::/64"
 )
+
+// Ports no flag moves: the kubelet's on every node, and the loopback
+// listeners of docs/security.md. The config checks refuse a flag that
+// collides with one; the server checks them free before it starts.
+const (
+	KubeletPort           = 10250
+	KubeletHealthzPort    = 10248
+	KubeProxyMetricsPort  = 10249
+	KubeProxyHealthzPort  = 10256
+	ControllerManagerPort = 10257
+	SchedulerPort         = 10259
+)

@@ -175,14 +175,14 @@ func (s *Server) phasePreflight() error {
 		flag string
 		port int
 	}{{"--etcd-port", s.cfg.EtcdPort}, {"--etcd-port (peer, +1)", s.cfg.EtcdPort + 1}, {"--ephemeral-etcd-port", s.cfg.EphemeralEtcdPort}, {"--ephemeral-etcd-port (peer, +1)", s.cfg.EphemeralEtcdPort + 1},
-		{"kube-controller-manager's port", 10257}, {"kube-scheduler's port", 10259}} {
+		{"kube-controller-manager's port", constants.ControllerManagerPort}, {"kube-scheduler's port", constants.SchedulerPort}} {
 		errs = append(errs, preflight.PortFree(p.flag, "::1", p.port))
 	}
 	if !s.cfg.DisableAgent {
 		if _, err := airgap.Archives(s.cfg.ImagesDir); err != nil {
 			errs = append(errs, fmt.Errorf("--images-dir: %w (or run with --disable-agent)", err))
 		}
-		errs = append(errs, preflight.PortFree("the kubelet's port (or run with --disable-agent)", "::", 10250))
+		errs = append(errs, preflight.PortFree("the kubelet's port (or run with --disable-agent)", "::", constants.KubeletPort))
 	}
 	return errors.Join(errs...)
 }
