@@ -30,7 +30,18 @@ type Member struct {
 	Port    int    // client port; the peer port is Port+1
 	NoFsync bool   // etcd's --unsafe-no-fsync: for data that may be lost on a crash
 	TLS     TLS
+	// QuotaBytes is the database size at which etcd raises its NOSPACE
+	// alarm and refuses writes (0: DefaultQuotaBytes).
+	QuotaBytes int64
+	// ForceNewCluster makes the member forget every other member: the
+	// --cluster-reset of a server whose peers are gone.
+	ForceNewCluster bool
 }
+
+// DefaultQuotaBytes is the durable etcd's default quota: etcd's own 2 GiB
+// is raised because Leases of many nodes churn revisions fast, and
+// kube-apiserver compacts only every 5 minutes.
+const DefaultQuotaBytes = 8 << 30
 
 // ClientURL is the URL clients use.
 func (m Member) ClientURL() string {
@@ -93,12 +104,18 @@ func config(m Member) (*embed.Config, error) {
 	cfg.PeerTLSInfo = tls
 	cfg.UnsafeNoFsync = m.NoFsync
 	cfg.LogLevel = "warn"
-	// kube-apiserver compacts every 5 minutes itself; etcd's own quota is
-	// raised from 2 GiB because Leases of many nodes churn revisions fast.
-	cfg.QuotaBackendBytes = 8 << 30
+	cfg.QuotaBackendBytes = m.quota()
+	cfg.ForceNewCluster = m.ForceNewCluster
 	cfg.SnapshotCount = 10000
 	cfg.ExperimentalWarningApplyDuration = time.Second
 	return cfg, nil
+}
+
+func (m Member) quota() int64 {
+	if m.QuotaBytes > 0 {
+		return m.QuotaBytes
+	}
+	return DefaultQuotaBytes
 }
 
 func hostPort(host string, port int) string {

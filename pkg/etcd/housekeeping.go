@@ -1,0 +1,126 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/mvcc"
+)
+
+// ErrNoSpace is a member that raised its NOSPACE alarm and stays over its
+// quota after compaction and defragmentation: it refuses every write.
+var ErrNoSpace = errors.New("etcd is out of space (NOSPACE alarm)")
+
+// ErrCorrupt is a member whose data failed etcd's consistency check.
+var ErrCorrupt = errors.New("etcd data is corrupt (CORRUPT alarm)")
+
+// usage is a member's database file size and the part of it in use.
+type usage struct{ size, inUse, quota int64 }
+
+func (r *Running) usage() usage {
+	b := r.etcd.Server.Backend()
+	return usage{size: b.Size(), inUse: b.SizeInUse(), quota: r.Member.quota()}
+}
+
+func (u usage) String() string {
+	return fmt.Sprintf("database %s, %s of it in use, quota %s", mib(u.size), mib(u.inUse), mib(u.quota))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// worthDefrag tells whether defragmentation would give back enough of the
+// file to pay for the pause (writes wait while it runs): at least 128 MiB,
+// or half of a file of 64 MiB or more.
+func (u usage) worthDefrag() bool {
+	free := u.size - u.inUse
+	return free >= 128<<20 || (u.size >= 64<<20 && 2*free >= u.size)
+}
+
+// roomAfterDefrag tells whether, once defragmented, the database sits far
+// enough below its quota (under 90%) that disarming NOSPACE is not undone
+// by the next few writes.
+func (u usage) roomAfterDefrag() bool { return u.inUse*10 < u.quota*9 }
+
+// alarms returns the member's active alarm types.
+func (r *Running) alarms() map[pb.AlarmType]bool {
+	out := map[pb.AlarmType]bool{}
+	for _, a := range r.etcd.Server.Alarms() {
+		out[a.Alarm] = true
+	}
+	return out
+}
+
+// HousekeepAtStart runs before any client writes: it refuses a CORRUPT
+// member, recovers from NOSPACE when compaction and defragmentation make
+// room (and says how to otherwise), and defragments a file that is mostly
+// free pages. report is told what was done.
+func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) error {
+	alarms := r.alarms()
+	if alarms[pb.AlarmType_CORRUPT] {
+		return fmt.Errorf("%w in %s: restore it from a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", ErrCorrupt, r.Member.DataDir)
+	}
+	if alarms[pb.AlarmType_NOSPACE] {
+		// Nothing has connected yet, so no reader needs old revisions:
+		// compact everything up to now, then give the pages back.
+		rev := r.etcd.Server.KV().Rev()
+		if _, err := r.etcd.Server.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true}); err != nil && !errors.Is(err, mvcc.ErrCompacted) {
+			return fmt.Errorf("compacting etcd %s for its NOSPACE alarm: %w", r.Member.Name, err)
+		}
+		return r.recoverNoSpace(ctx, report)
+	}
+	if u := r.usage(); u.worthDefrag() {
+		if err := r.etcd.Server.Backend().Defrag(); err != nil {
+			return fmt.Errorf("defragmenting etcd %s: %w", r.Member.Name, err)
+		}
+		report(fmt.Sprintf("etcd %s defragmented: %s, was %s", r.Member.Name, r.usage(), mib(u.size)))
+	}
+	return nil
+}
+
+// recoverNoSpace defragments the member and disarms its NOSPACE alarm if
+// the data in use (after compaction) leaves room under the quota;
+// otherwise it returns ErrNoSpace with the fix.
+func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error {
+	if u := r.usage(); !u.roomAfterDefrag() {
+		return fmt.Errorf("%w: etcd %s (%s) has over 90%% of its quota in use after compaction: "+
+			"raise --etcd-quota-backend-bytes and restart, then delete what filled it", ErrNoSpace, r.Member.Name, u)
+	}
+	if err := r.etcd.Server.Backend().Defrag(); err != nil {
+		return fmt.Errorf("defragmenting etcd %s for its NOSPACE alarm: %w", r.Member.Name, err)
+	}
+	u := r.usage()
+	if _, err := r.etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: uint64(r.etcd.Server.ID()), Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		return fmt.Errorf("disarming etcd %s's NOSPACE alarm: %w", r.Member.Name, err)
+	}
+	report(fmt.Sprintf("etcd %s was out of space (NOSPACE alarm); defragmented and disarmed: %s", r.Member.Name, u))
+	return nil
+}
+
+// WatchAlarms checks the member's alarms every interval until ctx ends.
+// kube-apiserver compacts on its own every 5 minutes, so on NOSPACE this
+// defragments and disarms once that made room; until then, and for any
+// other alarm, report is told every time, with the fix: a read-only
+// cluster is never silent.
+func (r *Running) WatchAlarms(ctx context.Context, interval time.Duration, report func(string)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		alarms := r.alarms()
+		if alarms[pb.AlarmType_CORRUPT] {
+			report(fmt.Sprintf("%v in %s: stop the server and restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", ErrCorrupt, r.Member.DataDir))
+		}
+		if alarms[pb.AlarmType_NOSPACE] {
+			if err := r.recoverNoSpace(ctx, report); err != nil {
+				report(fmt.Sprintf("writes are refused: %v", err))
+			}
+		}
+	}
+}

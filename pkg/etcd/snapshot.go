@@ -1,0 +1,328 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	clientsnapshot "go.etcd.io/etcd/client/v3/snapshot"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"k1m.dev/k1m/pkg/fsutil"
+)
+
+// Snapshot name prefixes: k3s's, so that its habits carry over. Prune
+// removes only snapshots of one prefix, so scheduled snapshots never push
+// out the ones an operator took by hand, nor the other way round.
+const (
+	OnDemandPrefix  = "on-demand"
+	ScheduledPrefix = "etcd-snapshot"
+)
+
+// restoreRevisionBump is added to the restored store's revision, and the
+// new revision marked compacted, so that every watcher (kubelets,
+// controllers, kube-apiserver's watch cache) sees its resource version as
+// too old and lists again instead of missing what changed since the
+// snapshot. The figure is the one the Kubernetes docs give for
+// etcdutl --bump-revision: far above any revision a cluster writes between
+// a snapshot and its restore.
+const restoreRevisionBump = 1_000_000_000
+
+const metadataSuffix = ".json"
+
+// SnapshotInfo is what k1m records about a snapshot, in NAME.json beside
+// the snapshot file NAME.
+type SnapshotInfo struct {
+	Name       string    `json:"name"`
+	Node       string    `json:"node"`
+	CreatedAt  time.Time `json:"createdAt"`
+	K1mVersion string    `json:"k1mVersion"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
+	Revision   int64     `json:"revision"`
+	Keys       int       `json:"keys"`
+}
+
+// Snapshots is a directory of snapshot files.
+type Snapshots struct{ Dir string }
+
+var snapshotPrefix = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
+
+// CheckSnapshotPrefix refuses a name prefix that could not be a file name
+// of its own or would make prefixes ambiguous to read.
+func CheckSnapshotPrefix(prefix string) error {
+	if !snapshotPrefix.MatchString(prefix) {
+		return fmt.Errorf("snapshot name %q: want lower-case letters, digits and '-', at most 40, starting and ending with a letter or digit, e.g. %s", prefix, OnDemandPrefix)
+	}
+	return nil
+}
+
+// SnapshotName is PREFIX-NODE-UNIXTIME, as k3s names them.
+func SnapshotName(prefix, node string, at time.Time) string {
+	return fmt.Sprintf("%s-%s-%d", prefix, node, at.Unix())
+}
+
+// Save takes a consistent snapshot of the member at endpoint, writes it to
+// the directory with its checksum, revision and the k1m version, and
+// returns what it recorded.
+func (s Snapshots) Save(ctx context.Context, endpoint string, tls TLS, name, node, version string, now time.Time) (SnapshotInfo, error) {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return SnapshotInfo{}, err
+	}
+	path := filepath.Join(s.Dir, name)
+	if _, err := os.Lstat(path); err == nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot %s exists already", path)
+	}
+	tlsCfg, err := transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.CAFile}.ClientConfig()
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("etcd client certificate: %w", err)
+	}
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, TLS: tlsCfg, DialTimeout: 10 * time.Second}
+	// Written to PATH.part and renamed into place only when complete.
+	if err := clientsnapshot.Save(ctx, zap.NewNop(), cfg, path); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot of etcd at %s: %w", endpoint, err)
+	}
+	info, err := describe(path)
+	if err != nil {
+		os.Remove(path)
+		return SnapshotInfo{}, err
+	}
+	info.Name, info.Node, info.CreatedAt, info.K1mVersion = name, node, now.UTC(), version
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err == nil {
+		err = fsutil.WriteFile(path+metadataSuffix, append(data, '\n'), 0o600)
+	}
+	if err != nil {
+		os.Remove(path)
+		return SnapshotInfo{}, err
+	}
+	return info, nil
+}
+
+// describe reads a snapshot file's size, checksum, revision and key count.
+func describe(path string) (SnapshotInfo, error) {
+	size, sum, err := fileSHA256(path)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	status, err := snapshot.NewV3(zap.NewNop()).Status(path)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return SnapshotInfo{Size: size, SHA256: sum, Revision: status.Revision, Keys: status.TotalKey}, nil
+}
+
+func fileSHA256(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// List returns the snapshots in the directory, oldest first. A snapshot
+// file without its NAME.json (copied in by hand) is listed with what its
+// file tells: name, size and modification time.
+func (s Snapshots) List() ([]SnapshotInfo, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []SnapshotInfo
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasSuffix(name, metadataSuffix) || strings.HasSuffix(name, ".part") || strings.HasPrefix(name, ".") {
+			continue
+		}
+		info, err := s.info(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+func (s Snapshots) info(name string) (SnapshotInfo, error) {
+	path := filepath.Join(s.Dir, name)
+	if data, err := os.ReadFile(path + metadataSuffix); err == nil {
+		var info SnapshotInfo
+		if err := json.Unmarshal(data, &info); err != nil {
+			return SnapshotInfo{}, fmt.Errorf("%s%s: %w", path, metadataSuffix, err)
+		}
+		return info, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return SnapshotInfo{Name: name, Size: st.Size(), CreatedAt: st.ModTime().UTC()}, nil
+}
+
+// Delete removes the named snapshot and its record.
+func (s Snapshots) Delete(name string) error {
+	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("snapshot name %q: want the name of a file in %s, as ls prints it", name, s.Dir)
+	}
+	path := filepath.Join(s.Dir, name)
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no snapshot %s in %s", name, s.Dir)
+		}
+		return err
+	}
+	if err := os.Remove(path + metadataSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Prune deletes the oldest snapshots named PREFIX-... until retain are
+// left, and returns the names it deleted.
+func (s Snapshots) Prune(prefix string, retain int) ([]string, error) {
+	if retain < 1 {
+		return nil, fmt.Errorf("retention %d: want at least 1 snapshot kept", retain)
+	}
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var mine []SnapshotInfo
+	for _, info := range all {
+		if strings.HasPrefix(info.Name, prefix+"-") {
+			mine = append(mine, info)
+		}
+	}
+	var deleted []string
+	for len(mine) > retain {
+		if err := s.Delete(mine[0].Name); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, mine[0].Name)
+		mine = mine[1:]
+	}
+	return deleted, nil
+}
+
+// VerifySnapshot checks a snapshot file before anything is restored from
+// it: the checksum etcd appends to every snapshot, and when k1m's record
+// NAME.json is beside it, the size and SHA-256 recorded there.
+func VerifySnapshot(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("snapshot %s is not a regular file", path)
+	}
+	if data, err := os.ReadFile(path + metadataSuffix); err == nil {
+		var info SnapshotInfo
+		if err := json.Unmarshal(data, &info); err != nil {
+			return fmt.Errorf("snapshot record %s%s: %w", path, metadataSuffix, err)
+		}
+		size, sum, err := fileSHA256(path)
+		if err != nil {
+			return err
+		}
+		if size != info.Size || sum != info.SHA256 {
+			return fmt.Errorf("snapshot %s is damaged: %d bytes with SHA-256 %s, but %s%s recorded %d bytes with SHA-256 %s", path, size, sum, path, metadataSuffix, info.Size, info.SHA256)
+		}
+	}
+	return checkEmbeddedHash(path, st.Size())
+}
+
+// checkEmbeddedHash checks the SHA-256 of the database that etcd appends to
+// a snapshot it streams (the database is a multiple of 512 bytes, so a
+// snapshot is 32 bytes over one).
+func checkEmbeddedHash(path string, size int64) error {
+	if size < 512+sha256.Size || size%512 != sha256.Size {
+		return fmt.Errorf("snapshot %s is truncated or not an etcd snapshot: %d bytes is not a database of 512-byte pages followed by etcd's 32-byte SHA-256", path, size)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, size-sha256.Size); err != nil {
+		return err
+	}
+	want := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, want); err != nil {
+		return err
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return fmt.Errorf("snapshot %s is corrupt: the SHA-256 etcd appended does not match its contents", path)
+	}
+	return nil
+}
+
+// Restore replaces the member's data directory with one restored from the
+// snapshot at path. Nothing changes unless the snapshot verifies and the
+// restore completes: it is restored beside the data directory first, and
+// the old directory is kept, renamed, and returned.
+func Restore(path string, m Member) (kept string, err error) {
+	if err := VerifySnapshot(path); err != nil {
+		return "", err
+	}
+	cfg, err := config(m)
+	if err != nil {
+		return "", err
+	}
+	staging := m.DataDir + ".restoring"
+	if err := os.RemoveAll(staging); err != nil {
+		return "", err
+	}
+	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        path,
+		Name:                m.Name,
+		OutputDataDir:       staging,
+		PeerURLs:            []string{cfg.AdvertisePeerUrls[0].String()},
+		InitialCluster:      cfg.InitialCluster,
+		InitialClusterToken: cfg.InitialClusterToken,
+		RevisionBump:        restoreRevisionBump,
+		MarkCompacted:       true,
+	})
+	if err != nil {
+		os.RemoveAll(staging)
+		return "", fmt.Errorf("restoring %s: %w", path, err)
+	}
+	if _, err := os.Stat(m.DataDir); err == nil {
+		kept = fmt.Sprintf("%s.before-restore-%d", m.DataDir, time.Now().Unix())
+		if err := os.Rename(m.DataDir, kept); err != nil {
+			os.RemoveAll(staging)
+			return "", err
+		}
+	}
+	if err := os.Rename(staging, m.DataDir); err != nil {
+		if kept != "" {
+			os.Rename(kept, m.DataDir)
+		}
+		return "", err
+	}
+	return kept, nil
+}

@@ -1,0 +1,211 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// startMember starts a durable member in dir and returns it with a client
+// TLS for it.
+func startMember(ctx context.Context, t *testing.T, dir string, port int, quota int64) (*Running, TLS) {
+	t.Helper()
+	serverTLS, clientTLS := certs(t, dir)
+	r, err := Start(ctx, Member{Name: "durable", DataDir: filepath.Join(dir, "etcd"), Host: "::1", Port: port, TLS: serverTLS, QuotaBytes: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, clientTLS
+}
+
+func TestSnapshotSaveRestore(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port := freePortPair(t)
+	r, clientTLS := startMember(ctx, t, dir, port, 0)
+	cli := client(t, r.Member, clientTLS)
+	for _, k := range []string{"/registry/a", "/registry/b"} {
+		if _, err := cli.Put(ctx, k, "before"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
+	at := time.Unix(1_700_000_000, 0)
+	info, err := store.Save(ctx, r.Member.ClientURL(), clientTLS, SnapshotName(OnDemandPrefix, "node-a", at), "node-a", "v1.32.5-k1m-test", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Name != "on-demand-node-a-1700000000" || info.Node != "node-a" || info.K1mVersion != "v1.32.5-k1m-test" || info.Keys < 2 || len(info.SHA256) != 64 {
+		t.Errorf("recorded %+v", info)
+	}
+	listed, err := store.List()
+	if err != nil || !reflect.DeepEqual(listed, []SnapshotInfo{info}) {
+		t.Fatalf("List() = %+v, %v; want the one saved %+v", listed, err, info)
+	}
+	// Changes after the snapshot, which the restore must undo.
+	if _, err := cli.Delete(ctx, "/registry/a"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cli.Put(ctx, "/registry/c", "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+
+	snapshotPath := filepath.Join(store.Dir, info.Name)
+	kept, err := Restore(snapshotPath, r.Member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(kept, r.Member.DataDir+".before-restore-") {
+		t.Errorf("old data kept at %q", kept)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "member")); err != nil {
+		t.Errorf("old data not kept: %v", err)
+	}
+	r2, err := Start(ctx, r.Member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Stop()
+	cli2 := client(t, r2.Member, clientTLS)
+	got, err := cli2.Get(ctx, "/registry/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range got.Kvs {
+		keys = append(keys, string(kv.Key)+"="+string(kv.Value))
+	}
+	if want := []string{"/registry/a=before", "/registry/b=before"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("after restore: %v, want %v", keys, want)
+	}
+	// Watchers must see their resource versions as too old, never reused.
+	if got.Header.Revision <= after.Header.Revision+restoreRevisionBump/2 {
+		t.Errorf("revision after restore %d, want above %d (bumped)", got.Header.Revision, after.Header.Revision)
+	}
+}
+
+func TestBadSnapshotChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
+	cli := client(t, r.Member, clientTLS)
+	if _, err := cli.Put(ctx, "/registry/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
+	now := time.Now()
+	info, err := store.Save(ctx, r.Member.ClientURL(), clientTLS, SnapshotName(OnDemandPrefix, "n", now), "n", "v", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	good, _ := os.ReadFile(filepath.Join(store.Dir, info.Name))
+	for _, tc := range []struct {
+		name, want string
+		data       []byte
+		record     bool // keep k1m's NAME.json beside it
+	}{
+		{"truncated", "is truncated or not an etcd snapshot", good[:len(good)-100], false},
+		{"flipped-byte", "is corrupt: the SHA-256 etcd appended does not match", flip(good, 4096), false},
+		{"flipped-byte-with-record", "is damaged: ", flip(good, 4096), true},
+		{"not-a-snapshot", "is truncated or not an etcd snapshot", []byte("hello"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			os.WriteFile(path, tc.data, 0o600)
+			if tc.record {
+				meta, _ := os.ReadFile(filepath.Join(store.Dir, info.Name+metadataSuffix))
+				os.WriteFile(path+metadataSuffix, meta, 0o600)
+			}
+			before := tree(t, r.Member.DataDir)
+			_, err := Restore(path, r.Member)
+			if err == nil || !strings.Contains(err.Error(), path+" "+tc.want) {
+				t.Fatalf("Restore(%s) = %v, want an error naming the file: %q", tc.name, err, tc.want)
+			}
+			if after := tree(t, r.Member.DataDir); !reflect.DeepEqual(before, after) {
+				t.Errorf("data directory changed by a refused restore")
+			}
+			if _, err := os.Stat(r.Member.DataDir + ".restoring"); !os.IsNotExist(err) {
+				t.Errorf("staging directory left: %v", err)
+			}
+		})
+	}
+}
+
+func flip(data []byte, at int) []byte {
+	out := append([]byte(nil), data...)
+	out[at] ^= 0xff
+	return out
+}
+
+// tree maps every file under dir to its size and modification time.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil {
+			out[path] = fmt.Sprintf("%s %s %d", info.ModTime(), info.Mode(), info.Size())
+		}
+		return nil
+	})
+	return out
+}
+
+func TestPruneKeepsNewestOfOnePrefix(t *testing.T) {
+	store := Snapshots{Dir: t.TempDir()}
+	write := func(name string, at int64) {
+		os.WriteFile(filepath.Join(store.Dir, name), []byte("x"), 0o600)
+		os.Chtimes(filepath.Join(store.Dir, name), time.Unix(at, 0), time.Unix(at, 0))
+	}
+	for i, name := range []string{"etcd-snapshot-n-1", "etcd-snapshot-n-2", "on-demand-n-3", "etcd-snapshot-n-4", "etcd-snapshot-n-5"} {
+		write(name, int64(1000+i))
+	}
+	deleted, err := store.Prune(ScheduledPrefix, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"etcd-snapshot-n-1", "etcd-snapshot-n-2"}; !reflect.DeepEqual(deleted, want) {
+		t.Errorf("pruned %v, want %v", deleted, want)
+	}
+	left, _ := store.List()
+	var names []string
+	for _, s := range left {
+		names = append(names, s.Name)
+	}
+	if want := []string{"on-demand-n-3", "etcd-snapshot-n-4", "etcd-snapshot-n-5"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("left %v, want %v", names, want)
+	}
+	if err := store.Delete("../etc"); err == nil {
+		t.Error("Delete accepted a path outside the directory")
+	}
+	if err := store.Delete("on-demand-n-9"); err == nil || err.Error() != "no snapshot on-demand-n-9 in "+store.Dir {
+		t.Errorf("Delete of a missing snapshot: %v", err)
+	}
+	if _, err := store.Prune(ScheduledPrefix, 0); err == nil {
+		t.Error("Prune kept nothing without complaint")
+	}
+}
+
+func TestCheckSnapshotPrefix(t *testing.T) {
+	for _, ok := range []string{"on-demand", "before-upgrade", "a"} {
+		if err := CheckSnapshotPrefix(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "Upper", "a/b", "-x", "x-", "..", strings.Repeat("a", 41)} {
+		if err := CheckSnapshotPrefix(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
