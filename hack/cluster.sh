@@ -4,7 +4,8 @@
 # address on a bridge (k1m-nodes, fddf:4035:b520::/64), as separate nodes.
 # Thin glue around the k1m binary; `make cluster` / `make cluster-down`.
 #
-# usage: hack/cluster.sh up|down|restart-server|import DIR
+# usage: hack/cluster.sh up|down|restart-server|stop-server|start-server|
+#        reset-server FILE|restart-agent I|import DIR
 # env:   NODES (default 1), K1M (binary), CLUSTER_DIR (logs, pids),
 #        DATA_ROOT (server and node data), IMAGES_DIR, SERVER_ARGS (extra
 #        k1m server flags)
@@ -53,12 +54,16 @@ node_net_up() { # create the bridge and node i's namespace
   ip -n "$ns" -6 route add default via "$SERVER_IP"
 }
 
-start_server() {
-  local args=(server --data-dir "$(server_data)" --images-dir "$IMAGES_DIR")
-  ((NODES > 1)) && args+=(--node-ip "$SERVER_IP")
+server_args() {
+  SERVER_CMD=(server --data-dir "$(server_data)" --images-dir "$IMAGES_DIR")
+  ((NODES > 1)) && SERVER_CMD+=(--node-ip "$SERVER_IP")
   # shellcheck disable=SC2206 # extra flags, split on spaces on purpose
-  args+=(${SERVER_ARGS:-})
-  setsid "$K1M" "${args[@]}" >>"$CLUSTER_DIR/server.log" 2>&1 < /dev/null &
+  SERVER_CMD+=(${SERVER_ARGS:-})
+}
+
+start_server() {
+  server_args
+  setsid "$K1M" "${SERVER_CMD[@]}" >>"$CLUSTER_DIR/server.log" 2>&1 < /dev/null &
   echo $! >"$CLUSTER_DIR/server.pid"
   log "k1m server started (pid $!, log $CLUSTER_DIR/server.log)"
 }
@@ -154,7 +159,7 @@ stop_pid() {
   pid=$(cat "$f")
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    for _ in $(seq 1 90); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$f"
@@ -189,6 +194,18 @@ restart_server() { # for the crash test: kill -9 the server, then start it again
   start_server
 }
 
+stop_server() { # SIGTERM: a clean stop; says whether it needed SIGKILL
+  local pid; pid=$(cat "$CLUSTER_DIR/server.pid")
+  stop_pid "$CLUSTER_DIR/server.pid"
+  log "k1m server (pid $pid) stopped"
+}
+
+reset_server() { # the stopped server once with --cluster-reset (and FILE to restore, if given); its exit code
+  server_args
+  "$K1M" "${SERVER_CMD[@]}" --cluster-reset ${1:+--cluster-reset-restore-path "$1"} 2>&1 < /dev/null | tee -a "$CLUSTER_DIR/server.log"
+  return "${PIPESTATUS[0]}"
+}
+
 restart_agent() { # stop agent I, then start it again with no token: a joined node needs none
   local i=$1
   stop_pid "$CLUSTER_DIR/$(node_name "$i").pid"
@@ -213,6 +230,9 @@ case ${1:-} in
   import) import_images "${2:?usage: hack/cluster.sh import DIR}" ;;
   down) down ;;
   restart-server) restart_server ;;
+  stop-server) stop_server ;;
+  start-server) start_server; wait_file "$(server_data)/token" ;;
+  reset-server) reset_server "${2:-}" ;;
   restart-agent) restart_agent "${2:?usage: hack/cluster.sh restart-agent I}" ;;
-  *) echo "usage: hack/cluster.sh up|down|restart-server|restart-agent I|import DIR" >&2; exit 2 ;;
+  *) echo "usage: hack/cluster.sh up|down|restart-server|stop-server|start-server|reset-server [FILE]|restart-agent I|import DIR" >&2; exit 2 ;;
 esac

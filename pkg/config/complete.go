@@ -33,6 +33,9 @@ func (s Server) Complete() (*CompletedServer, error) {
 	if c.EphemeralDataDir == "" {
 		c.EphemeralDataDir = DefaultEphemeralDataDir(s.DataDir)
 	}
+	if c.EtcdSnapshots.Dir == "" {
+		c.EtcdSnapshots.Dir = DefaultSnapshotDir(s.DataDir)
+	}
 	// Validate checked every one of these; they cannot fail here.
 	c.Lease, _ = LeaseProfileFor(s.RenewInterval)
 	c.PassThrough, _ = s.PassThrough()

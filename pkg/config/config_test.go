@@ -98,6 +98,10 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--ephemeral-data-dir=/var/lib/k1m/server":      "--ephemeral-data-dir /var/lib/k1m/server is, holds or lies inside",
 		"--https-listen-port=0":                         "--https-listen-port 0: want a port",
 		"--token=short":                                 "--token: the token secret \"<redacted>\" is not a bootstrap token",
+		"--etcd-snapshot-schedule-cron=every day":       `--etcd-snapshot-schedule-cron "every day": expected exactly 5 fields, found 2: [every day]; want cron's five fields`,
+		"--etcd-snapshot-retention=0":                   "--etcd-snapshot-retention 0: want 1 or more snapshots kept",
+		"--cluster-reset-restore-path=/tmp/snap":        "--cluster-reset-restore-path /tmp/snap without --cluster-reset: add --cluster-reset to restore it",
+		"--etcd-quota-backend-bytes=1000":               "--etcd-quota-backend-bytes 1000: want from 16777216 (16 MiB) to 68719476736 (64 GiB); the default is 8589934592 (8 GiB)",
 	}
 	for arg, want := range cases {
 		s, err := parse(t, "", arg)

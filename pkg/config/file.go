@@ -71,6 +71,7 @@ func ApplyFile(fs *pflag.FlagSet, path string, explicit bool) error {
 var tagsFor = map[string][]string{
 	"bool":        {"!!bool"},
 	"int":         {"!!int"},
+	"int64":       {"!!int"},
 	"stringArray": {"!!str"},
 	"stringSlice": {"!!str"},
 }
@@ -122,7 +123,7 @@ func kindName(kind string) string {
 	switch kind {
 	case "bool":
 		return "true or false"
-	case "int":
+	case "int", "int64":
 		return "a whole number"
 	case "duration":
 		return "a duration such as 10s (a string)"

@@ -11,6 +11,7 @@ import (
 
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -47,6 +48,10 @@ type Server struct {
 	// in DATA-DIR/tls/secrets-encryption.key.
 	SecretsEncryption bool
 	Audit             Audit
+	// EtcdQuotaBytes is the durable etcd's quota (its NOSPACE alarm).
+	EtcdQuotaBytes int64
+	EtcdSnapshots  EtcdSnapshots
+	ClusterReset   ClusterReset
 	// Pass-through flags, name=value each (package componentargs).
 	KubeAPIServerArgs         []string
 	KubeControllerManagerArgs []string
@@ -80,7 +85,9 @@ func DefaultServer() Server {
 		ImagesDir:         DefaultImagesDir,
 		ProxyMode:         "iptables",
 		// k3s's audit log rotation defaults.
-		Audit: Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
+		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
+		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
+		EtcdSnapshots:  defaultEtcdSnapshots(),
 	}
 }
 
@@ -110,6 +117,9 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Audit.MaxAge, "audit-log-maxage", s.Audit.MaxAge, "days to keep rotated audit log files")
 	fs.IntVar(&s.Audit.MaxBackup, "audit-log-maxbackup", s.Audit.MaxBackup, "rotated audit log files to keep")
 	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
+	fs.Int64Var(&s.EtcdQuotaBytes, "etcd-quota-backend-bytes", s.EtcdQuotaBytes, "size of the durable etcd's database at which it raises its NOSPACE alarm and refuses writes")
+	s.EtcdSnapshots.addFlags(fs)
+	s.ClusterReset.addFlags(fs)
 	addPassThroughFlags(fs, s.passThroughFlags())
 }
 
@@ -206,6 +216,9 @@ func (s *Server) Validate() error {
 		add(checkTokenSecret(s.Token))
 	}
 	add(s.Audit.validate())
+	add(requireEtcdQuota(s.EtcdQuotaBytes))
+	add(s.EtcdSnapshots.validate())
+	add(s.ClusterReset.validate())
 	_, err = s.PassThrough()
 	add(err)
 	return errors.Join(errs...)

@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -52,6 +55,7 @@ func (m Member) ClientURL() string {
 type Running struct {
 	Member Member
 	etcd   *embed.Etcd
+	stop   sync.Once
 }
 
 // Start starts the member and waits until it serves, or ctx ends.
@@ -80,7 +84,8 @@ func Start(ctx context.Context, m Member) (*Running, error) {
 func (r *Running) Err() <-chan error { return r.etcd.Err() }
 
 // Stop stops the member gracefully.
-func (r *Running) Stop() { r.etcd.Close() }
+// It may be called more than once.
+func (r *Running) Stop() { r.stop.Do(r.etcd.Close) }
 
 // NoFsync tells whether the running server skips fsync.
 func (r *Running) NoFsync() bool { return r.etcd.Config().UnsafeNoFsync }
@@ -120,4 +125,12 @@ func (m Member) quota() int64 {
 
 func hostPort(host string, port int) string {
 	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// DiscardData deletes what etcd keeps in dataDir (its member directory),
+// leaving the directory itself: the no-fsync member's files are not
+// trusted after a stop, since a crash or power loss may have left them
+// half-written.
+func DiscardData(dataDir string) error {
+	return os.RemoveAll(filepath.Join(dataDir, "member"))
 }

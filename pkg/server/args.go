@@ -52,6 +52,11 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephem
 		"--enable-bootstrap-token-auth=true",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// On SIGTERM, keep listening until the requests in flight are
+		// done (new ones get 429 with Retry-After), then close watches
+		// within 2 s: a stop drains in seconds, not the 60 s the HTTP
+		// server would otherwise wait for watch streams.
+		"--shutdown-send-retry-after=true",
 	}
 	if opts.encryptionConfig != "" {
 		args = append(args, "--encryption-provider-config="+opts.encryptionConfig)

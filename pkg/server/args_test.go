@@ -72,6 +72,7 @@ var wantAPIServer = []string{
 	"--enable-bootstrap-token-auth=true",
 	"--allow-privileged=true",
 	"--profiling=false",
+	"--shutdown-send-retry-after=true",
 }
 
 func TestAPIServerArgs(t *testing.T) {

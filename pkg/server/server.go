@@ -28,7 +28,6 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
-	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
@@ -81,12 +80,19 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.ClusterReset.Enabled {
+		return s.phaseClusterReset(ctx, c)
+	}
 	durable, ephemeral, err := s.phaseEtcd(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer durable.Stop()
 	defer ephemeral.Stop()
+	if err := s.forgetReset(); err != nil {
+		return err
+	}
+	s.phaseHousekeeping(ctx, c, durable, ephemeral)
 	opts, err := s.phaseAPIServerFiles(c)
 	if err != nil {
 		return err
@@ -117,23 +123,45 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if !cfg.DisableAgent {
 		go func() { agentDone <- s.runAgent(ctx, token.Token) }()
 	}
+	var failed error
 	select {
 	case err := <-apiserver:
-		return err
+		failed = err
 	case err := <-controllers:
-		return err
+		failed = err
 	case err := <-agentDone:
-		if err == nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("node agent: %w", err)
+		failed = fmt.Errorf("node agent: %w", err)
 	case err := <-durable.Err():
-		return fmt.Errorf("durable etcd: %w", err)
+		failed = fmt.Errorf("durable etcd: %w", err)
 	case err := <-ephemeral.Err():
-		return fmt.Errorf("ephemeral etcd: %w", err)
+		failed = fmt.Errorf("ephemeral etcd: %w", err)
 	case <-ctx.Done():
-		s.step("stopping")
-		return nil
+	}
+	if ctx.Err() == nil {
+		return failed // a component failed: exit non-zero
+	}
+	// SIGTERM or SIGINT: every component got the signal through ctx.
+	// kube-apiserver drains its requests before the etcds under it stop;
+	// a clean stop exits 0.
+	s.step("stopping: waiting for kube-apiserver to drain, then the etcds stop")
+	waitStopped(apiserver, stopTimeout)
+	if !cfg.DisableAgent {
+		waitStopped(agentDone, stopTimeout)
+	}
+	durable.Stop()
+	ephemeral.Stop()
+	s.step("stopped cleanly")
+	return nil
+}
+
+// stopTimeout bounds how long a stop waits for each component; systemd's
+// default TimeoutStopSec (90 s) leaves room for both.
+const stopTimeout = 40 * time.Second
+
+func waitStopped(done <-chan error, timeout time.Duration) {
+	select {
+	case <-done:
+	case <-time.After(timeout):
 	}
 }
 
@@ -218,21 +246,6 @@ func (s *Server) phaseToken() (serverToken, error) {
 	}
 	secret, err := pki.NewSecret()
 	return serverToken{Token: pki.Token{Secret: secret}, create: true}, err
-}
-
-func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
-	tls := etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.etcd.cert}
-	s.step("starting etcd (durable, %s) and etcd (no fsync, %s)", filepath.Join(s.cfg.DataDir, "etcd"), s.cfg.EphemeralDataDir)
-	durable, err := etcd.Start(ctx, etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort, TLS: tls})
-	if err != nil {
-		return nil, nil, err
-	}
-	ephemeral, err := etcd.Start(ctx, etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: tls})
-	if err != nil {
-		durable.Stop()
-		return nil, nil, err
-	}
-	return durable, ephemeral, nil
 }
 
 // phaseAdmin writes the admin kubeconfig and waits for kube-apiserver.

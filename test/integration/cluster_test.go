@@ -41,15 +41,21 @@ type cluster struct {
 
 func (c *cluster) script(t *testing.T, verb string, args ...string) {
 	t.Helper()
+	cmd := c.scriptCommand(verb, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hack/cluster.sh %s: %v", verb, err)
+	}
+}
+
+// scriptCommand is hack/cluster.sh VERB ARGS for this cluster.
+func (c *cluster) scriptCommand(verb string, args ...string) *exec.Cmd {
 	cmd := exec.Command("hack/cluster.sh", append([]string{verb}, args...)...)
 	cmd.Dir = c.root
 	cmd.Env = append(os.Environ(), fmt.Sprintf("NODES=%d", nodes), "K1M="+c.k1m, "CLUSTER_DIR="+c.clusterDir,
 		"DATA_ROOT="+c.dataRoot, "IMAGES_DIR="+filepath.Join(c.root, "_output", "images"),
 		"SERVER_ARGS=--node-lease-renew-interval="+renewInterval.String()+" "+c.securityServerArgs())
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/cluster.sh %s: %v", verb, err)
-	}
+	return cmd
 }
 
 func (c *cluster) kubectl(args ...string) (string, error) {
@@ -112,6 +118,8 @@ func TestCluster(t *testing.T) {
 	// After the NotReady watch: the restart stops a node on purpose.
 	t.Run("AgentRestartsOnItsOwnCertificate", func(t *testing.T) { testAgentRestartWithoutToken(ctx, t, c) })
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
+	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testEphemeralStoreDisposable(ctx, t, c) })
+	t.Run("SnapshotAndRestore", func(t *testing.T) { testSnapshotRestore(ctx, t, c) })
 }
 
 // leaveStaleNamespace makes what a cluster killed without hack/cluster.sh

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/klog/v2"
+
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/fsutil"
+	"k1m.dev/k1m/pkg/version"
+)
+
+// alarmCheckInterval is how often a running server looks at both etcds'
+// alarms.
+const alarmCheckInterval = 30 * time.Second
+
+// EtcdClientTLS is the durable etcd's one client certificate (it is
+// kube-apiserver's), which tools on the server's machine use too: k1m
+// etcd-snapshot reads it from DATA-DIR/tls.
+func EtcdClientTLS(dataDir string) etcd.TLS {
+	dir := filepath.Join(dataDir, "tls")
+	return etcd.TLS{CertFile: filepath.Join(dir, "apiserver-etcd-client.crt"), KeyFile: filepath.Join(dir, "apiserver-etcd-client.key"), CAFile: filepath.Join(dir, "etcd-ca.crt")}
+}
+
+// DurableEtcdURL is the durable etcd's client URL for a server's --etcd-port.
+func DurableEtcdURL(port int) string { return etcd.Member{Host: "::1", Port: port}.ClientURL() }
+
+func (s *Server) durableMember(c *certs) etcd.Member {
+	return etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort,
+		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes}
+}
+
+func (s *Server) ephemeralMember(c *certs) etcd.Member {
+	return etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: s.etcdServerTLS(c)}
+}
+
+func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
+	return etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.etcd.cert}
+}
+
+// phaseEtcd starts both etcds. The no-fsync one always starts empty: its
+// files are not trusted after any stop (a crash or power loss may leave
+// them half-written, and they hold only Leases and Events, which every
+// kubelet and component writes again within one renew interval). The
+// durable one gets its start housekeeping (alarms, defragmentation).
+func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
+	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
+	s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
+	durable, err := etcd.Start(ctx, durableMember)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := durable.HousekeepAtStart(ctx, func(msg string) { s.step("%s", msg) }); err != nil {
+		durable.Stop()
+		return nil, nil, err
+	}
+	if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
+		durable.Stop()
+		return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
+	}
+	ephemeral, err := etcd.Start(ctx, ephemeralMember)
+	if err != nil {
+		durable.Stop()
+		return nil, nil, err
+	}
+	return durable, ephemeral, nil
+}
+
+// phaseHousekeeping starts what runs beside the etcds for as long as the
+// server does: the alarm watch of both, and scheduled snapshots.
+func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, ephemeral *etcd.Running) {
+	for _, r := range []*etcd.Running{durable, ephemeral} {
+		go r.WatchAlarms(ctx, alarmCheckInterval, func(msg string) { klog.Errorf("k1m server: %s", msg) })
+	}
+	if s.cfg.EtcdSnapshots.Disable {
+		s.step("scheduled etcd snapshots are off (--etcd-disable-snapshots)")
+		return
+	}
+	// Validate parsed it already.
+	schedule, _ := cron.ParseStandard(s.cfg.EtcdSnapshots.ScheduleCron)
+	s.step("etcd snapshots %q into %s, keeping %d", s.cfg.EtcdSnapshots.ScheduleCron, s.cfg.EtcdSnapshots.Dir, s.cfg.EtcdSnapshots.Retention)
+	go s.runSnapshots(ctx, schedule, durable.Member.ClientURL())
+}
+
+func (s *Server) runSnapshots(ctx context.Context, schedule cron.Schedule, endpoint string) {
+	store := etcd.Snapshots{Dir: s.cfg.EtcdSnapshots.Dir}
+	for {
+		next := schedule.Next(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		now := time.Now()
+		info, err := store.Save(ctx, endpoint, EtcdClientTLS(s.cfg.DataDir), etcd.SnapshotName(etcd.ScheduledPrefix, s.nodeName, now), s.nodeName, version.String(), now)
+		if err != nil {
+			klog.Errorf("k1m server: scheduled etcd snapshot failed: %v", err)
+			continue
+		}
+		s.step("etcd snapshot %s: %d bytes, revision %d", info.Name, info.Size, info.Revision)
+		deleted, err := store.Prune(etcd.ScheduledPrefix, s.cfg.EtcdSnapshots.Retention)
+		if err != nil {
+			klog.Errorf("k1m server: pruning etcd snapshots: %v", err)
+		}
+		for _, name := range deleted {
+			s.step("etcd snapshot %s deleted (--etcd-snapshot-retention %d)", name, s.cfg.EtcdSnapshots.Retention)
+		}
+	}
+}
+
+// resetRecord is what DATA-DIR/cluster-reset.json keeps of a reset, so
+// that a server left with --cluster-reset in its unit file does not reset
+// again at every restart, throwing away what was written since.
+type resetRecord struct {
+	RestoredFrom string    `json:"restoredFrom,omitempty"`
+	At           time.Time `json:"at"`
+}
+
+func (s *Server) resetRecordPath() string { return filepath.Join(s.cfg.DataDir, "cluster-reset.json") }
+
+// phaseClusterReset resets the durable etcd, from a snapshot when
+// --cluster-reset-restore-path is given, then returns: the server is
+// started again without the flags.
+func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
+	if data, err := os.ReadFile(s.resetRecordPath()); err == nil {
+		var done resetRecord
+		json.Unmarshal(data, &done)
+		return fmt.Errorf("--cluster-reset: this server was reset already (%s, at %s) and has not run since: "+
+			"start it without --cluster-reset and --cluster-reset-restore-path (or delete %s to reset again)", describeReset(done), done.At.Format(time.RFC3339), s.resetRecordPath())
+	}
+	record := resetRecord{At: time.Now().UTC()}
+	member := s.durableMember(c)
+	if path := s.cfg.ClusterReset.RestorePath; path != "" {
+		s.step("restoring the durable etcd from %s", path)
+		kept, err := etcd.Restore(path, member)
+		if err != nil {
+			return fmt.Errorf("--cluster-reset-restore-path: %w (nothing was changed)", err)
+		}
+		if kept != "" {
+			s.step("the data it replaced is kept in %s (delete it once the cluster is as it should be)", kept)
+		}
+		record.RestoredFrom = path
+	} else {
+		s.step("resetting the durable etcd to a one-member cluster")
+		member.ForceNewCluster = true
+		r, err := etcd.Start(ctx, member)
+		if err != nil {
+			return fmt.Errorf("--cluster-reset: %w", err)
+		}
+		r.Stop()
+	}
+	// Leases and Events from before the reset mean nothing now.
+	if err := etcd.DiscardData(s.cfg.EphemeralDataDir); err != nil {
+		return err
+	}
+	data, _ := json.MarshalIndent(record, "", "  ")
+	if err := fsutil.WriteFile(s.resetRecordPath(), append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	s.step("cluster reset done (%s): start the server again without --cluster-reset and --cluster-reset-restore-path", describeReset(record))
+	return nil
+}
+
+func describeReset(r resetRecord) string {
+	if r.RestoredFrom == "" {
+		return "membership reset"
+	}
+	return "restored from " + r.RestoredFrom
+}
+
+// forgetReset is called on a normal start: the next --cluster-reset is a
+// new one.
+func (s *Server) forgetReset() error {
+	if err := os.Remove(s.resetRecordPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
