@@ -29,7 +29,7 @@ import (
 const (
 	caValidity   = 10 * 365 * 24 * time.Hour
 	leafValidity = 365 * 24 * time.Hour
-	renewBefore  = 30 * 24 * time.Hour
+	renewBefore  = 90 * 24 * time.Hour
 )
 
 // Authority is a CA that signs k1m's certificates.
@@ -104,9 +104,14 @@ func (ca *Authority) LoadOrIssue(dir string, leaf Leaf) (certPath, keyPath strin
 	if cert, _, _, err := loadPair(certPath, keyPath); err == nil && ca.stillGood(cert, leaf) {
 		return certPath, keyPath, nil
 	}
+	return certPath, keyPath, ca.issue(certPath, keyPath, leaf)
+}
+
+// issue writes a new key and a certificate for leaf, signed by ca.
+func (ca *Authority) issue(certPath, keyPath string, leaf Leaf) error {
 	key, err := newKey()
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -125,10 +130,10 @@ func (ca *Authority) LoadOrIssue(dir string, leaf Leaf) (certPath, keyPath strin
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return certPath, keyPath, writePair(certPath, keyPath, certPEM, key)
+	return writePair(certPath, keyPath, certPEM, key)
 }
 
 // stillGood tells whether an existing certificate can be kept.

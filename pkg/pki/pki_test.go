@@ -1,12 +1,15 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
@@ -136,5 +139,52 @@ func TestServiceAccountKeyHalves(t *testing.T) {
 	want := "the public key " + pub + " is there but its signing key " + path + " is missing: restore the key from a backup (a new one would invalidate every token signed with it)"
 	if err == nil || err.Error() != want {
 		t.Errorf("key missing: got %v, want %q", err, want)
+	}
+}
+
+func TestReissueKeepsNamesAndUsages(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(dir, "ca", "k1m-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := Leaf{Name: "apiserver", CommonName: "kube-apiserver", Organization: []string{"o"}, Server: true, Client: true,
+		DNSNames: []string{"kubernetes", "localhost"}, IPs: []net.IP{net.IPv6loopback}}
+	certPath, keyPath, err := ca.LoadOrIssue(dir, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readCert(t, certPath)
+	oldKey, _ := os.ReadFile(keyPath)
+	if err := ca.Reissue(certPath, keyPath); err != nil {
+		t.Fatal(err)
+	}
+	after, _, _, err := loadPair(certPath, keyPath)
+	if err != nil {
+		t.Fatalf("reissued pair: %v", err)
+	}
+	if newKey, _ := os.ReadFile(keyPath); bytes.Equal(newKey, oldKey) {
+		t.Error("the key was not replaced")
+	}
+	if after.SerialNumber.Cmp(before.SerialNumber) == 0 || !after.NotAfter.After(before.NotAfter.Add(-time.Minute)) {
+		t.Errorf("serial %v -> %v, NotAfter %v -> %v", before.SerialNumber, after.SerialNumber, before.NotAfter, after.NotAfter)
+	}
+	if !reflect.DeepEqual(after.Subject.String(), before.Subject.String()) || !reflect.DeepEqual(after.DNSNames, before.DNSNames) ||
+		len(after.IPAddresses) != 1 || !after.IPAddresses[0].Equal(net.IPv6loopback) || !reflect.DeepEqual(after.ExtKeyUsage, before.ExtKeyUsage) {
+		t.Errorf("reissued certificate differs: %v %v %v %v", after.Subject, after.DNSNames, after.IPAddresses, after.ExtKeyUsage)
+	}
+	if err := after.CheckSignatureFrom(ca.Cert); err != nil {
+		t.Error(err)
+	}
+	other, _ := LoadOrCreateCA(t.TempDir(), "ca", "other")
+	if err := other.Reissue(certPath, keyPath); err == nil {
+		t.Error("a CA reissued a certificate it did not sign")
+	}
+	if err := ca.Reissue(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")); err == nil {
+		t.Error("the CA certificate was reissued as a leaf")
+	}
+	info, err := Inspect(certPath)
+	if err != nil || info.Subject != "kube-apiserver" || info.Issuer != "k1m-ca" || info.IsCA || !info.NotAfter.Equal(after.NotAfter) {
+		t.Errorf("Inspect = %+v, %v", info, err)
 	}
 }

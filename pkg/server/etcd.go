@@ -25,7 +25,7 @@ const alarmCheckInterval = 30 * time.Second
 // kube-apiserver's), which tools on the server's machine use too: k1m
 // etcd-snapshot reads it from DATA-DIR/tls.
 func EtcdClientTLS(dataDir string) etcd.TLS {
-	dir := filepath.Join(dataDir, "tls")
+	dir := TLSDir(dataDir)
 	return etcd.TLS{CertFile: filepath.Join(dir, "apiserver-etcd-client.crt"), KeyFile: filepath.Join(dir, "apiserver-etcd-client.key"), CAFile: filepath.Join(dir, "etcd-ca.crt")}
 }
 

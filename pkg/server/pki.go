@@ -61,7 +61,7 @@ func (s *Server) apiserverNames() servingNames {
 
 // phasePKI creates or reuses the CAs and every certificate.
 func (s *Server) phasePKI() (*certs, error) {
-	return loadOrIssueCerts(filepath.Join(s.cfg.DataDir, "tls"), s.apiserverNames())
+	return loadOrIssueCerts(TLSDir(s.cfg.DataDir), s.apiserverNames())
 }
 
 // loadOrIssueCerts keeps the PKI in dir. What exists is reused: a CA is

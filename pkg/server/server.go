@@ -113,6 +113,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	}
 	// Join requests and kubelet serving certificates (pkg/approver).
 	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup}).Run(ctx)
+	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := fsutil.WriteFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
 		return err

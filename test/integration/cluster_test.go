@@ -112,6 +112,7 @@ func TestCluster(t *testing.T) {
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
+	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
