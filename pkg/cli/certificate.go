@@ -59,10 +59,10 @@ func serverCertificates(dataDir string) ([]pki.CertInfo, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("--data-dir %s: no certificates in %s (has a server run with this data directory?)", dataDir, server.TLSDir(dataDir))
 	}
+	sort.Strings(paths)
 	for _, name := range []string{"kubelet-client-current.pem", "kubelet-server-current.pem"} {
 		paths = append(paths, filepath.Join(dataDir, "agent", "kubelet-pki", name))
 	}
-	sort.Strings(paths)
 	var out []pki.CertInfo
 	for _, p := range paths {
 		info, err := pki.Inspect(p)
