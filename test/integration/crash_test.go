@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/test/clustercheck"
-	"k1m.dev/k1m/test/testutil"
 )
 
 // testCrash kills the server with SIGKILL while a client writes
@@ -61,16 +59,7 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 	}
 	c.script(t, "restart-server")
 	crashed := time.Now()
-	var ready time.Time
-	testutil.Eventually(t, 3*time.Minute, "kube-apiserver ready after the restart", func() error {
-		status := 0
-		c.client.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status != http.StatusOK {
-			return fmt.Errorf("/readyz status %d", status)
-		}
-		ready = time.Now()
-		return nil
-	})
+	ready := waitAPIServerReady(ctx, t, c)
 	t.Logf("kube-apiserver ready %s after the kill", ready.Sub(crashed).Round(time.Second))
 	time.Sleep(3 * time.Second)
 	close(stop)

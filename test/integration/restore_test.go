@@ -66,6 +66,12 @@ func stopServerCleanly(t *testing.T, c *cluster) {
 func startServer(ctx context.Context, t *testing.T, c *cluster) time.Time {
 	t.Helper()
 	c.script(t, "start-server")
+	return waitAPIServerReady(ctx, t, c)
+}
+
+// waitAPIServerReady returns when kube-apiserver's /readyz says OK.
+func waitAPIServerReady(ctx context.Context, t *testing.T, c *cluster) time.Time {
+	t.Helper()
 	var ready time.Time
 	testutil.Eventually(t, 3*time.Minute, "kube-apiserver ready after the start", func() error {
 		status := 0
