@@ -85,8 +85,7 @@ func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) err
 // otherwise it returns ErrNoSpace with the fix.
 func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error {
 	if u := r.usage(); !u.roomAfterDefrag() {
-		return fmt.Errorf("%w: etcd %s (%s) has over 90%% of its quota in use after compaction: "+
-			"raise --etcd-quota-backend-bytes and restart, then delete what filled it", ErrNoSpace, r.Member.Name, u)
+		return fmt.Errorf("%w: etcd %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.Name, u, r.noSpaceFix())
 	}
 	if err := r.etcd.Server.Backend().Defrag(); err != nil {
 		return fmt.Errorf("defragmenting etcd %s for its NOSPACE alarm: %w", r.Member.Name, err)
@@ -115,7 +114,7 @@ func (r *Running) WatchAlarms(ctx context.Context, interval time.Duration, repor
 		}
 		alarms := r.alarms()
 		if alarms[pb.AlarmType_CORRUPT] {
-			report(fmt.Sprintf("%v in %s: stop the server and restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", ErrCorrupt, r.Member.DataDir))
+			report(fmt.Sprintf("%v in %s: %s", ErrCorrupt, r.Member.DataDir, r.corruptFix()))
 		}
 		if alarms[pb.AlarmType_NOSPACE] {
 			if err := r.recoverNoSpace(ctx, report); err != nil {
@@ -123,4 +122,21 @@ func (r *Running) WatchAlarms(ctx context.Context, interval time.Duration, repor
 			}
 		}
 	}
+}
+
+// noSpaceFix and corruptFix say what the operator does. The no-fsync
+// member has no quota flag and no snapshot: the server empties it at its
+// next start.
+func (r *Running) noSpaceFix() string {
+	if r.Member.NoFsync {
+		return "restart the server, which starts its no-fsync etcd empty"
+	}
+	return "raise --etcd-quota-backend-bytes and restart, then delete what filled it"
+}
+
+func (r *Running) corruptFix() string {
+	if r.Member.NoFsync {
+		return "restart the server, which starts its no-fsync etcd empty"
+	}
+	return "stop the server and restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)"
 }

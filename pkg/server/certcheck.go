@@ -42,6 +42,11 @@ func certificateExpiries(dir string) map[string]pki.CertInfo {
 // renewCertificates reissues what is due (loadOrIssueCerts keeps the
 // rest) and reports each renewal, and each CA near its end, as a warning.
 func renewCertificates(dir string, names servingNames, now time.Time, warn func(string)) error {
+	// A running server never makes a CA: one deleted while it runs is an
+	// error, not a reason to cut every client off with a new one.
+	if _, err := loadCAs(dir); err != nil {
+		return err
+	}
 	before := certificateExpiries(dir)
 	if _, err := loadOrIssueCerts(dir, names); err != nil {
 		return err
@@ -85,22 +90,15 @@ func (s *Server) watchCertificates(ctx context.Context) {
 	}
 }
 
-// caFiles are the server's CAs, by file name.
-var caFiles = []string{"ca", "etcd-ca", "front-proxy-ca"}
-
 // Rotate reissues the named leaf certificates of a server's data
 // directory now (all of them when names is empty), each signed by its own
 // CA, with the same names and usages. It works with the server running or
 // stopped; CAs are never rotated.
 func Rotate(dataDir string, names []string, report func(string)) error {
 	dir := TLSDir(dataDir)
-	cas := map[string]*pki.Authority{}
-	for _, name := range caFiles {
-		ca, err := pki.LoadCA(dir, name)
-		if err != nil {
-			return err
-		}
-		cas[ca.Cert.Subject.CommonName] = ca
+	cas, err := loadCAs(dir)
+	if err != nil {
+		return err
 	}
 	leaves := map[string]pki.CertInfo{}
 	var all []string
@@ -130,4 +128,18 @@ func Rotate(dataDir string, names []string, report func(string)) error {
 		report(name)
 	}
 	return nil
+}
+
+// loadCAs loads the server's CAs, by common name; a missing one is an
+// error (pki.LoadCA never creates).
+func loadCAs(dir string) (map[string]*pki.Authority, error) {
+	cas := map[string]*pki.Authority{}
+	for _, spec := range caSpecs {
+		ca, err := pki.LoadCA(dir, spec.name)
+		if err != nil {
+			return nil, err
+		}
+		cas[ca.Cert.Subject.CommonName] = ca
+	}
+	return cas, nil
 }

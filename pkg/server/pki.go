@@ -43,6 +43,15 @@ type authority struct {
 
 type pair struct{ cert, key string }
 
+// caSpecs are the server's CAs: cluster, etcd, front proxy (the order of
+// the certs fields loadOrIssueCerts fills), each with its file name in
+// DATA-DIR/tls and its common name.
+var caSpecs = []struct{ name, commonName string }{
+	{"ca", "k1m-ca"},
+	{"etcd-ca", "k1m-etcd-ca"},
+	{"front-proxy-ca", "k1m-front-proxy-ca"},
+}
+
 // servingNames are what kube-apiserver's serving certificate must cover.
 type servingNames struct {
 	IPs      []net.IP
@@ -75,19 +84,13 @@ func loadOrIssueCerts(dir string, names servingNames) (*certs, error) {
 		return nil, err
 	}
 	c := &certs{dir: dir}
-	for _, a := range []struct {
-		into             *authority
-		name, commonName string
-	}{
-		{&c.cluster, "ca", "k1m-ca"},
-		{&c.etcd, "etcd-ca", "k1m-etcd-ca"},
-		{&c.frontProxy, "front-proxy-ca", "k1m-front-proxy-ca"},
-	} {
-		ca, err := pki.LoadOrCreateCA(dir, a.name, a.commonName)
+	into := []*authority{&c.cluster, &c.etcd, &c.frontProxy} // in caSpecs' order
+	for i, spec := range caSpecs {
+		ca, err := pki.LoadOrCreateCA(dir, spec.name, spec.commonName)
 		if err != nil {
 			return nil, err
 		}
-		*a.into = authority{Authority: ca, cert: filepath.Join(dir, a.name+".crt"), key: filepath.Join(dir, a.name+".key")}
+		*into[i] = authority{Authority: ca, cert: filepath.Join(dir, spec.name+".crt"), key: filepath.Join(dir, spec.name+".key")}
 	}
 	for _, l := range c.leaves(names) {
 		cert, key, err := l.ca.LoadOrIssue(dir, l.leaf)
