@@ -94,7 +94,15 @@ unit: deps-build ## unit tests of k1m's own code, built against the patched tree
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
-test: verify unit integration conformance-test kind-test ## the test command (README.md); CI runs exactly this
+test: verify unit integration conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
+
+.PHONY: release release-test
+
+release: build images ## the release in $(OUT)/release (k1m, images/, install.sh, sha256sum.txt) and as one tarball: installs with no Go or source tree (docs/install.md)
+	OUT=$(OUT) hack/release.sh build
+
+release-test: release kind-image ## install the release as a systemd service in a kind-base container: node Ready, uninstall leaves nothing; a corrupt release refused (test/release)
+	OUT=$(OUT) hack/release.sh test
 
 BENCH_ARGS ?=
 # bench-tools puts kwok (KWOK_VERSION, build/versions.env) and the plotter here.

@@ -1,47 +1,91 @@
 #!/usr/bin/env bash
 # Installs k1m on this machine as a systemd service, like k3s's installer:
-# the binary, the image archives, the runtime packages, a config file and a
-# unit for the server or the agent role. Run from a checkout after
-# `make build images` (or give K1M_BIN and K1M_IMAGES).
+# the binary, the image archives, the runtime packages, a config file, a
+# unit for the server or the agent role, and /usr/local/bin/k1m-uninstall.sh.
 #
-# usage: hack/install.sh server [k1m server flags...]
-#        K1M_TOKEN=<token> hack/install.sh agent --server https://[IPv6]:6443 [flags...]
+# It runs from either of
+#   - a release directory (make release): k1m, images/*.tar and
+#     sha256sum.txt next to this script; every file is checked against
+#     sha256sum.txt before anything is installed. Needs no Go, make or
+#     source tree.
+#   - a checkout, as hack/install.sh, after `make build images` (or give
+#     K1M_BIN and K1M_IMAGES).
+#
+# usage: install.sh server [k1m server flags...]
+#        K1M_TOKEN=<token> install.sh agent --server https://[IPv6]:6443 [flags...]
+#        k1m-uninstall.sh   (written by this script: removes everything again)
 set -euo pipefail
+
+# The Debian bookworm packages k1m runs with: containerd (and its ctr),
+# runc, the CNI plugins (bridge, host-local, loopback, portmap), the packet
+# filters kube-proxy programs (iptables or nftables mode), conntrack, and
+# ipset (k1m cleanup runs kube-proxy --cleanup, which fails without it).
+RUNTIME_PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack ipset)
+UNINSTALL=/usr/local/bin/k1m-uninstall.sh
+
+die() { echo "install: $*" >&2; exit 1; }
 
 role=${1:-}
 shift || true
 case $role in
   server | agent) ;;
-  *) echo "usage: hack/install.sh server|agent [flags for k1m $role]" >&2; exit 2 ;;
+  *) echo "usage: install.sh server|agent [flags for k1m server|agent]" >&2; exit 2 ;;
 esac
-if [[ $(id -u) != 0 ]]; then
-  echo "install: run as root" >&2
-  exit 1
-fi
+[[ $(id -u) == 0 ]] || die "run as root"
 if [[ $role == agent && -z ${K1M_TOKEN:-} ]]; then
-  echo "install: K1M_TOKEN is empty: set it to the server's token (cat /var/lib/k1m/server/token on the server)" >&2
+  echo "install: K1M_TOKEN is empty: set it to a join token (k1m token create on the server, or its /var/lib/k1m/server/token)" >&2
   exit 2
 fi
-here=$(cd "$(dirname "$0")/.." && pwd)
-bin=${K1M_BIN:-$here/_output/bin/k1m}
-images=${K1M_IMAGES:-$here/_output/images}
-[[ -x $bin ]] || { echo "install: $bin missing: run make build (or set K1M_BIN)" >&2; exit 1; }
-ls "$images"/*.tar >/dev/null 2>&1 || { echo "install: no image archives in $images: run make images (or set K1M_IMAGES)" >&2; exit 1; }
 
-"$here/hack/install-deps.sh" cluster
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -f $here/sha256sum.txt ]]; then
+  # A release: check every file before touching the machine.
+  bin=$here/k1m
+  if ! report=$(cd "$here" && sha256sum --check --strict sha256sum.txt 2>&1); then
+    bad=$(sed -n 's/: FAILED.*//p' <<<"$report" | paste -sd ' ' -)
+    echo "$report" | grep -v ': OK$' >&2 || true
+    die "checksum mismatch in $here: ${bad:-sha256sum.txt}: nothing installed (copy the release again)"
+  fi
+  unlisted=$(cd "$here" && comm -13 <(awk '{print $2}' sha256sum.txt | LC_ALL=C sort) \
+    <(find . -type f ! -name sha256sum.txt -printf '%P\n' | LC_ALL=C sort) | paste -sd ' ' -)
+  [[ -z $unlisted ]] || die "$here: $unlisted not in sha256sum.txt: nothing installed (remove it, or copy the release again)"
+  images=$here/images
+  echo "install: $here matches sha256sum.txt"
+else
+  # A checkout: hack/install.sh next to _output/.
+  bin=${K1M_BIN:-$here/../_output/bin/k1m}
+  images=${K1M_IMAGES:-$here/../_output/images}
+fi
+[[ -x $bin ]] || die "$bin missing: run make build (or set K1M_BIN)"
+ls "$images"/*.tar >/dev/null 2>&1 || die "no image archives in $images: run make images (or set K1M_IMAGES)"
+
+need=()
+for pkg in "${RUNTIME_PACKAGES[@]}"; do
+  [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) == "install ok installed" ]] || need+=("$pkg")
+done
+if ((${#need[@]} > 0)); then
+  echo "install: installing ${need[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
+    die "apt-get could not install ${need[*]}: install these Debian bookworm packages (from a mirror or as .deb files), then run this again"
+  fi
+fi
+
 install -m 0755 "$bin" /usr/local/bin/k1m
 install -d -m 0755 /var/lib/k1m/images /etc/k1m
 install -m 0644 "$images"/*.tar /var/lib/k1m/images/
 [[ -f /etc/k1m/config.yaml ]] || echo "# k1m $role settings: keys are the flag names (k1m $role --help)" >/etc/k1m/config.yaml
 umask 077
 : >/etc/k1m/k1m.env
-token_args=""
+args=("$role")
 if [[ $role == agent ]]; then
   # Read once at the join, deleted by the agent once the node has its own
   # certificate: no join credential stays on the machine.
   echo "$K1M_TOKEN" >/etc/k1m/join-token
-  token_args="--token-file /etc/k1m/join-token "
+  args+=(--token-file /etc/k1m/join-token)
 fi
+args+=("$@")
+umask 022
 
 unit=/etc/systemd/system/k1m-$role.service
 cat >"$unit" <<UNIT
@@ -53,7 +97,7 @@ After=network-online.target
 [Service]
 Type=simple
 EnvironmentFile=-/etc/k1m/k1m.env
-ExecStart=/usr/local/bin/k1m $role $token_args$*
+ExecStart=/usr/local/bin/k1m ${args[*]}
 KillMode=process
 Delegate=yes
 LimitNOFILE=1048576
@@ -64,11 +108,66 @@ RestartSec=5s
 WantedBy=multi-user.target
 UNIT
 chmod 0644 "$unit"
-echo "install: k1m $(/usr/local/bin/k1m version) in /usr/local/bin, images in /var/lib/k1m/images, unit $unit"
+
+# The uninstaller, as k3s writes k3s-uninstall.sh: the service stopped,
+# everything k1m started killed (k1m cleanup: pods, containerd shims, the
+# containerd k1m runs, mounts, pod network namespaces, the CNI bridge,
+# kube-proxy's rules), then every file and directory k1m wrote removed.
+cat >"$UNINSTALL" <<'UNINSTALL'
+#!/usr/bin/env bash
+# Written by k1m's install.sh: removes k1m from this machine (installed
+# Debian packages stay).
+set -euo pipefail
+[[ $(id -u) == 0 ]] || { echo "k1m-uninstall: run as root" >&2; exit 1; }
+systemd=false
+[[ -d /run/systemd/system ]] && systemd=true
+for role in server agent; do
+  unit=/etc/systemd/system/k1m-$role.service
+  [[ -f $unit ]] || continue
+  if $systemd; then
+    echo "k1m-uninstall: stopping k1m-$role"
+    systemctl disable --now "k1m-$role.service"
+  fi
+  rm -f "$unit"
+done
+if $systemd; then
+  systemctl daemon-reload
+  systemctl reset-failed k1m-server.service k1m-agent.service 2>/dev/null || true
+fi
+if pids=$(pidof k1m); then
+  echo "k1m-uninstall: k1m still runs (pid $pids): stop it first" >&2
+  exit 1
+fi
+[[ ! -x /usr/local/bin/k1m ]] || /usr/local/bin/k1m cleanup
+# k1m cleanup released every mount under these; rm must not cross one.
+left=$(awk '$5 ~ "^/(var/lib|run)/k1m(/|$)" {print $5}' /proc/self/mountinfo)
+[[ -z $left ]] || { echo "k1m-uninstall: still mounted, nothing removed: $left" >&2; exit 1; }
+# What the pods' shims, runc and CNI kept outside k1m's directories, in
+# places any containerd shares: runc's state, the shim sockets (named by
+# the hash of containerd's socket, namespace and task) and CNI's results.
+for task in /run/k1m/*/containerd/io.containerd.runtime.v2.task/*/*; do
+  [[ -d $task ]] || continue
+  id=${task##*/} ns=$(basename "$(dirname "$task")") sock=${task%%/io.containerd.runtime.v2.task/*}/containerd.sock
+  rm -rf "/run/containerd/runc/$ns/$id" "/run/containerd/s/$(printf '%s' "$sock/$ns/$id" | sha256sum | cut -d' ' -f1)"
+  rm -f /var/lib/cni/results/*-"$id"-*
+done
+# /var/lib/kubelet holds the kubelet's fixed device-plugin socket (one
+# kubelet per machine: k1m's); the pod logs are the kubelet's too.
+rm -rf /etc/k1m /var/lib/k1m /run/k1m /var/lib/kubelet /var/log/pods /var/log/containers
+for dir in /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /var/lib/cni/results /var/lib/cni /run/netns; do
+  rmdir "$dir" 2>/dev/null || true # only when empty
+done
+rm -f /usr/local/bin/k1m /usr/local/bin/k1m-uninstall.sh
+echo "k1m-uninstall: k1m removed"
+UNINSTALL
+chmod 0755 "$UNINSTALL"
+
+echo "install: k1m $(/usr/local/bin/k1m version | awk '{print $2}') in /usr/local/bin, images in /var/lib/k1m/images, unit $unit, uninstall with $UNINSTALL"
 if [[ -d /run/systemd/system ]]; then
   systemctl daemon-reload
-  systemctl enable --now "k1m-$role.service"
+  systemctl enable "k1m-$role.service"
+  systemctl restart "k1m-$role.service" # a reinstall runs the new binary and flags
   echo "install: k1m-$role started: journalctl -u k1m-$role -f"
 else
-  echo "install: this machine does not run systemd: start it with: /usr/local/bin/k1m $role $*"
+  echo "install: this machine does not run systemd: start it with: /usr/local/bin/k1m ${args[*]}"
 fi

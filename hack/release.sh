@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The release artifact, like k3s's air-gap bundle: one directory that
+# installs k1m on a Debian bookworm machine with no Go and no source tree.
+#
+#   $OUT/release/k1m             the binary (make build)
+#   $OUT/release/images/*.tar    the image archives nodes import (make images)
+#   $OUT/release/install.sh      hack/install.sh: installs the service, writes k1m-uninstall.sh
+#   $OUT/release/sha256sum.txt   sha256sum of every other file (install.sh checks it first)
+#
+# and the same directory as $OUT/k1m-release-<version>-linux-<arch>.tar.gz
+# (unpacks into k1m-release-<version>-linux-<arch>/), with its .sha256.
+#
+# usage: hack/release.sh build   (make release)
+#        hack/release.sh test    (make release-test: test/release, then the
+#                                 dockerd hack/docker.sh started is stopped)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-_output}
+[[ $OUT == /* ]] || OUT=$PWD/$OUT # the Go test runs in its own directory
+DIR=$OUT/release
+log() { echo "release: $*"; }
+
+build() {
+  local k1m=$OUT/bin/k1m version arch tarball files start=$SECONDS
+  [[ -x $k1m ]] || { echo "release: $k1m missing: make build" >&2; exit 1; }
+  ls "$OUT"/images/*.tar >/dev/null 2>&1 || { echo "release: no image archives in $OUT/images: make images" >&2; exit 1; }
+  version=$("$k1m" version | awk '{print $2}')
+  arch=$(dpkg --print-architecture)
+  log "k1m $version ($arch) into $DIR"
+  rm -rf "$DIR.tmp"
+  mkdir -p "$DIR.tmp/images"
+  install -m 0755 "$k1m" "$DIR.tmp/k1m"
+  install -m 0644 "$OUT"/images/*.tar "$DIR.tmp/images/"
+  install -m 0755 hack/install.sh "$DIR.tmp/install.sh"
+  mapfile -t files < <(cd "$DIR.tmp" && find . -type f -printf '%P\n' | LC_ALL=C sort)
+  log "sha256sum.txt over ${#files[@]} files"
+  (cd "$DIR.tmp" && sha256sum "${files[@]}" >sha256sum.txt)
+  rm -rf "$DIR"
+  mv "$DIR.tmp" "$DIR"
+  tarball=$OUT/k1m-release-$version-linux-$arch.tar.gz
+  log "writing $tarball"
+  rm -f "$OUT"/k1m-release-*.tar.gz "$OUT"/k1m-release-*.tar.gz.sha256
+  tar -C "$OUT" --transform "s|^release|k1m-release-$version-linux-$arch|" --owner=0 --group=0 -czf "$tarball" release
+  (cd "$OUT" && sha256sum "$(basename "$tarball")" >"$tarball.sha256")
+  (cd "$DIR" && sed 's/^/release:   /' sha256sum.txt)
+  log "done in $((SECONDS - start))s: $DIR ($(du -sh "$DIR" | cut -f1)), $(basename "$tarball") ($(du -sh "$tarball" | cut -f1))"
+}
+
+test() {
+  export DOCKER_DIR=${DOCKER_DIR:-$OUT/docker}
+  trap 'hack/docker.sh down' EXIT
+  local tarballs=("$OUT"/k1m-release-*.tar.gz)
+  ((${#tarballs[@]} == 1)) || { echo "release: want one $OUT/k1m-release-*.tar.gz, found ${tarballs[*]}: make release" >&2; exit 1; }
+  K1M_RELEASE_DIR=$DIR K1M_RELEASE_TARBALL=${tarballs[0]} go run ./cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/release/
+}
+
+case ${1:-} in
+  build | test) "$1" ;;
+  *) echo "usage: hack/release.sh build|test" >&2; exit 2 ;;
+esac
