@@ -206,6 +206,12 @@ reset_server() { # the stopped server once with --cluster-reset (and FILE to res
   return "${PIPESTATUS[0]}"
 }
 
+run_server() { # the stopped server in the foreground with extra flags (for refusals); its exit code
+  server_args
+  "$K1M" "${SERVER_CMD[@]}" "$@" 2>&1 < /dev/null | tee -a "$CLUSTER_DIR/server.log"
+  return "${PIPESTATUS[0]}"
+}
+
 restart_agent() { # stop agent I, then start it again with no token: a joined node needs none
   local i=$1
   stop_pid "$CLUSTER_DIR/$(node_name "$i").pid"
@@ -233,6 +239,7 @@ case ${1:-} in
   stop-server) stop_server ;;
   start-server) start_server; wait_file "$(server_data)/token" ;;
   reset-server) reset_server "${2:-}" ;;
+  run-server) shift; run_server "$@" ;;
   restart-agent) restart_agent "${2:?usage: hack/cluster.sh restart-agent I}" ;;
-  *) echo "usage: hack/cluster.sh up|down|restart-server|stop-server|start-server|reset-server [FILE]|restart-agent I|import DIR" >&2; exit 2 ;;
+  *) echo "usage: hack/cluster.sh up|down|restart-server|stop-server|start-server|reset-server [FILE]|run-server FLAGS...|restart-agent I|import DIR" >&2; exit 2 ;;
 esac

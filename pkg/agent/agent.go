@@ -29,6 +29,10 @@ import (
 	"k1m.dev/k1m/pkg/preflight"
 )
 
+// imageGuardInterval is how often the agent checks that containerd still
+// has every air-gap image.
+const imageGuardInterval = 30 * time.Second
+
 // Run joins the node and runs it until ctx ends or a part fails.
 func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := cfg.Validate(); err != nil {
@@ -50,6 +54,9 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 		return err
 	}
 	if err := preflight.Writable("--run-dir", p.run); err != nil {
+		return err
+	}
+	if err := preflight.Kernel("/"); err != nil {
 		return err
 	}
 	settings, bootstrapping, err := joinOrResume(ctx, cfg, p, nodeName, nodeIP, out)
@@ -74,15 +81,20 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := airgap.Import(ctx, ctrd.Address(), cfg.ImagesDir); err != nil {
 		return err
 	}
+	go airgap.Guard(ctx, ctrd.Address(), cfg.ImagesDir, imageGuardInterval, func(msg string) { fmt.Fprintf(out, "k1m agent: %s\n", msg) })
 	cgroupRoot := "/k1m/" + nodeName
 	if err := cgroups.Ensure(cgroupRoot); err != nil {
 		return err
 	}
-	if err := writeKubeletConfig(p.kubeletConfig(), kubeletConfig(p, settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir)); err != nil {
+	if err := writeKubeletConfig(p.kubeletConfig(), kubeletConfig(p, settings, cgroupRoot, ctrd.Endpoint(), cfg.PodLogsDir, cfg.KubeReservedMemory)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "k1m agent: starting the kubelet (renews its Lease every %s, lease %ds)\n", settings.RenewInterval, settings.LeaseDurationSeconds)
-	kubelet := multicall.Start(ctx, componentargs.Kubelet.Name, componentargs.Merge(kubeletArgs(p, nodeName, nodeIP, bootstrapping), passThrough[componentargs.Kubelet.Name]))
+	// The kubelet and kube-proxy stop on their own context when the agent
+	// restarts for a new lease profile.
+	componentsCtx, stopComponents := context.WithCancel(ctx)
+	defer stopComponents()
+	kubelet := multicall.Start(componentsCtx, componentargs.Kubelet.Name, componentargs.Merge(kubeletArgs(p, nodeName, nodeIP, bootstrapping), passThrough[componentargs.Kubelet.Name]))
 	if bootstrapping {
 		// The kubelet writes its kubeconfig first, then gets the
 		// certificate it names once k1m's approver approved its CSR and
@@ -113,16 +125,47 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	}
 	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir()}.Run(ctx, client)
 	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
-	proxy := multicall.Start(ctx, componentargs.KubeProxy.Name, componentargs.Merge(proxyArgs(p, nodeName, cfg.ProxyMode, settings.ClusterCIDR), passThrough[componentargs.KubeProxy.Name]))
-	select {
-	case err := <-kubelet:
-		return err
-	case err := <-proxy:
-		return err
-	case err := <-runtime.Done():
-		return fmt.Errorf("containerd exited (%v): see %s", err, p.containerdLog())
-	case <-ctx.Done():
-		return nil
+	proxy := multicall.Start(componentsCtx, componentargs.KubeProxy.Name, componentargs.Merge(proxyArgs(p, nodeName, cfg.ProxyMode, settings.ClusterCIDR), passThrough[componentargs.KubeProxy.Name]))
+	annotated := make(chan error, 1)
+	go func() { annotated <- annotateNode(ctx, client, nodeName, settings.RenewInterval) }()
+	// The server's own node needs no watch: the server restarts to change
+	// the profile, and its node with it.
+	var changed <-chan join.Settings
+	if !cfg.Embedded {
+		changed = watchSettings(ctx, func(ctx context.Context) (join.Settings, error) { return join.ReadSettings(ctx, p.kubeletKubeconfig()) }, settings, settingsCheckInterval)
+	}
+	for {
+		select {
+		case err := <-kubelet:
+			return err
+		case err := <-proxy:
+			return err
+		case err := <-runtime.Done():
+			return fmt.Errorf("containerd exited (%v): see %s", err, p.containerdLog())
+		case err := <-annotated:
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+		case s := <-changed:
+			fmt.Fprintf(out, "k1m agent: k1m-cluster's lease profile changed (%s, was %s): restarting the node agent to apply it; pods keep running\n", describeLease(s), describeLease(settings))
+			stopComponents()
+			waitStopped(10*time.Second, kubelet, proxy)
+			return fmt.Errorf("%w (%s)", ErrRestart, describeLease(s))
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// waitStopped waits, at most timeout in all, for each component to return.
+func waitStopped(timeout time.Duration, components ...<-chan error) {
+	deadline := time.After(timeout)
+	for _, c := range components {
+		select {
+		case <-c:
+		case <-deadline:
+			return
+		}
 	}
 }
 

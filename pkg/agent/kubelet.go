@@ -17,7 +17,7 @@ import (
 
 // kubeletConfig is the KubeletConfiguration: the lease timings and
 // cluster DNS come from the server (join.Settings), so every node agrees.
-func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string) *kubeletv1beta1.KubeletConfiguration {
+func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string, kubeReservedMemory int64) *kubeletv1beta1.KubeletConfiguration {
 	c := &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                 metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
 		Address:                  "::",
@@ -42,9 +42,17 @@ func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir st
 		ServerTLSBootstrap:          true,
 		FailSwapOn:                  ptr.To(false),
 		SerializeImagePulls:         ptr.To(false),
-		ImageGCHighThresholdPercent: ptr.To[int32](100),
-		ImageGCLowThresholdPercent:  ptr.To[int32](99),
-		EvictionHard:                map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		ImageGCHighThresholdPercent: ptr.To[int32](constants.ImageGCHighThresholdPercent),
+		ImageGCLowThresholdPercent:  ptr.To[int32](constants.ImageGCLowThresholdPercent),
+		EvictionHard: map[string]string{
+			"memory.available":  constants.EvictionMemoryAvailable,
+			"nodefs.available":  constants.EvictionDiskFree,
+			"imagefs.available": constants.EvictionDiskFree,
+			"nodefs.inodesFree": constants.EvictionDiskFree,
+		},
+	}
+	if kubeReservedMemory > 0 {
+		c.KubeReserved = map[string]string{"memory": strconv.FormatInt(kubeReservedMemory, 10)}
 	}
 	setRenewInterval(c, s.RenewInterval)
 	return c

@@ -29,7 +29,7 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 	s := join.Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local.", ClusterDNS: "fddf:4035:b510::a"}
 	p := paths{data: "/d"}
 	path := filepath.Join(t.TempDir(), "kubelet-config.yaml")
-	if err := writeKubeletConfig(path, kubeletConfig(p, s, "/k1m/n1", "unix:///run/c.sock", "/d/pod-logs")); err != nil {
+	if err := writeKubeletConfig(path, kubeletConfig(p, s, "/k1m/n1", "unix:///run/c.sock", "/d/pod-logs", 6<<30)); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -72,7 +72,10 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 		{"rotateCertificates", got.RotateCertificates, true},
 		{"serverTLSBootstrap", got.ServerTLSBootstrap, true},
 		{"failSwapOn", got.FailSwapOn, false},
-		{"evictionHard", got.EvictionHard, map[string]string{"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"}},
+		{"kubeReserved", got.KubeReserved, map[string]string{"memory": "6442450944"}},
+		{"imageGCHighThresholdPercent", got.ImageGCHighThresholdPercent, int32(85)},
+		{"imageGCLowThresholdPercent", got.ImageGCLowThresholdPercent, int32(80)},
+		{"evictionHard", got.EvictionHard, map[string]string{"memory.available": "100Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%"}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %#v, want %#v", c.field, c.got, c.want)

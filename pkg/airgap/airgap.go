@@ -46,10 +46,17 @@ func Import(ctx context.Context, address, dir string) error {
 		return err
 	}
 	for _, p := range paths {
-		cmd := exec.CommandContext(ctx, "ctr", "--address", address, "--namespace", "k8s.io", "images", "import", "--no-unpack=false", p)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing image archive %s into containerd: %v: %s", p, err, strings.TrimSpace(string(out)))
+		if err := importArchive(ctx, address, p); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func importArchive(ctx context.Context, address, path string) error {
+	cmd := exec.CommandContext(ctx, "ctr", "--address", address, "--namespace", "k8s.io", "images", "import", "--no-unpack=false", path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("importing image archive %s into containerd: %v: %s", path, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -182,18 +182,21 @@ func removeNetns() error {
 	return nil
 }
 
-// removeCgroups removes the /k1m cgroup trees, deepest first.
+// removeCgroups removes the /k1m cgroup trees (pods) and the servers'
+// control-plane cgroups, deepest first.
 func removeCgroups() error {
 	var dirs []string
 	entries, _ := os.ReadDir(cgroups.Mount)
 	for _, e := range entries {
-		root := filepath.Join(cgroups.Mount, e.Name(), CgroupRoot)
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
+		for _, top := range []string{CgroupRoot, cgroups.ControlPlaneRoot} {
+			root := filepath.Join(cgroups.Mount, e.Name(), top)
+			_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+		}
 	}
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
 	for _, d := range dirs {

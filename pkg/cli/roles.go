@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -43,7 +46,12 @@ func newAgentCommand() *cobra.Command {
 			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
 				return err
 			}
-			return agent.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
+			err := agent.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
+			if errors.Is(err, agent.ErrRestart) {
+				// A fresh process: the kubelet cannot start twice in one.
+				return syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+			}
+			return err
 		},
 	}
 	cfg.AddFlags(cmd.Flags())

@@ -41,6 +41,10 @@ type Agent struct {
 	// Embedded is set by k1m server for its own node: its errors then speak
 	// of the server, not of agent flags the user never gave.
 	Embedded bool
+	// KubeReservedMemory is the memory the kubelet keeps from pods
+	// (kube-reserved): the control plane's, set by k1m server for its own
+	// node; 0 on agents.
+	KubeReservedMemory int64
 }
 
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.

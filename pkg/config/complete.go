@@ -18,6 +18,8 @@ type CompletedServer struct {
 	KubernetesServiceIP, DNSServiceIP net.IP
 	// PassThrough holds the parsed --COMPONENT-arg flags, by component.
 	PassThrough PassThrough
+	// MemoryLimitBytes is --memory-limit in bytes; 0: the sizing rule.
+	MemoryLimitBytes int64
 }
 
 // DefaultEphemeralDataDir is the no-fsync etcd's directory unless
@@ -39,6 +41,7 @@ func (s Server) Complete() (*CompletedServer, error) {
 	// Validate checked every one of these; they cannot fail here.
 	c.Lease, _ = LeaseProfileFor(s.RenewInterval)
 	c.PassThrough, _ = s.PassThrough()
+	c.MemoryLimitBytes, _ = ParseMemoryLimit(s.MemoryLimit)
 	services := netip.MustParsePrefix(s.ServiceCIDR)
 	c.KubernetesServiceIP = nthAddress(services, 1)
 	c.DNSServiceIP = nthAddress(services, 10)

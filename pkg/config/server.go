@@ -52,6 +52,9 @@ type Server struct {
 	EtcdQuotaBytes int64
 	EtcdSnapshots  EtcdSnapshots
 	ClusterReset   ClusterReset
+	// MemoryLimit is the control plane's memory, a quantity such as 6Gi;
+	// empty: the sizing rule (docs/operations.md).
+	MemoryLimit string
 	// Pass-through flags, name=value each (package componentargs).
 	KubeAPIServerArgs         []string
 	KubeControllerManagerArgs []string
@@ -118,6 +121,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Audit.MaxBackup, "audit-log-maxbackup", s.Audit.MaxBackup, "rotated audit log files to keep")
 	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
 	fs.Int64Var(&s.EtcdQuotaBytes, "etcd-quota-backend-bytes", s.EtcdQuotaBytes, "size of the durable etcd's database at which it raises its NOSPACE alarm and refuses writes")
+	fs.StringVar(&s.MemoryLimit, "memory-limit", s.MemoryLimit, "memory of the control plane (this process and what it starts but pods), e.g. 6Gi; the node agent's kubelet reserves it (default: the cgroup's limit, else a quarter of the machine, at least 2Gi, when the server runs a node agent)")
 	s.EtcdSnapshots.addFlags(fs)
 	s.ClusterReset.addFlags(fs)
 	addPassThroughFlags(fs, s.passThroughFlags())
@@ -192,6 +196,8 @@ func (s *Server) Validate() error {
 		errs = append(errs, s.requireDistinctPorts()...)
 	}
 	add(s.requireSeparateStores())
+	_, err := ParseMemoryLimit(s.MemoryLimit)
+	add(err)
 	cluster, err := parseIPv6CIDR("--cluster-cidr", s.ClusterCIDR, "fddf:4035:b500::/44")
 	add(err)
 	if err == nil && (cluster.Bits() > DefaultNodeMask || DefaultNodeMask-cluster.Bits() > MaxNodeMaskBits) {

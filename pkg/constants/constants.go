@@ -66,3 +66,21 @@ const (
 	ControllerManagerPort = 10257
 	SchedulerPort         = 10259
 )
+
+// The kubelet's disk thresholds on every k1m node: no laxer than k3s's.
+// Image garbage collection runs from ImageGCHighThresholdPercent of the
+// image file system used down to ImageGCLowThresholdPercent; below
+// EvictionDiskFree free (node and image file systems, and inodes) the
+// kubelet evicts pods. The agent re-imports an air-gap image that image
+// garbage collection deleted (airgap.Guard).
+const (
+	ImageGCHighThresholdPercent = 85
+	ImageGCLowThresholdPercent  = 80
+	EvictionDiskFree            = "5%"
+	EvictionMemoryAvailable     = "100Mi"
+)
+
+// NodeRenewIntervalAnnotation is set by each node agent on its own Node:
+// the renew interval its kubelet runs with. Before it changes the lease
+// profile, the server reads it to know the slowest node (docs/server.md).
+const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -36,6 +37,9 @@ type Member struct {
 	// QuotaBytes is the database size at which etcd raises its NOSPACE
 	// alarm and refuses writes (0: DefaultQuotaBytes).
 	QuotaBytes int64
+	// DiskReserveBytes is the free space kept on the data directory's file
+	// system: under it the member refuses writes (0: DefaultDiskReserveBytes).
+	DiskReserveBytes int64
 	// ForceNewCluster makes the member forget every other member: the
 	// --cluster-reset of a server whose peers are gone.
 	ForceNewCluster bool
@@ -56,12 +60,19 @@ type Running struct {
 	Member Member
 	etcd   *embed.Etcd
 	stop   sync.Once
+	// noSpace serialises the alarm and disk watches' recoveries;
+	// diskArmed says the disk watch raised the NOSPACE alarm.
+	noSpace   sync.Mutex
+	diskArmed atomic.Bool
 }
 
 // Start starts the member and waits until it serves, or ctx ends.
 func Start(ctx context.Context, m Member) (*Running, error) {
 	cfg, err := config(m)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.checkDisk(); err != nil {
 		return nil, err
 	}
 	e, err := embed.StartEtcd(cfg)

@@ -39,6 +39,11 @@ func (u usage) worthDefrag() bool {
 	return free >= 128<<20 || (u.size >= 64<<20 && 2*free >= u.size)
 }
 
+// needsDefragToWrite tells whether the file itself is so close to the
+// quota (90%) that etcd, which compares the file's size, would raise
+// NOSPACE again at once.
+func (u usage) needsDefragToWrite() bool { return u.size*10 >= u.quota*9 }
+
 // roomAfterDefrag tells whether, once defragmented, the database sits far
 // enough below its quota (under 90%) that disarming NOSPACE is not undone
 // by the next few writes.
@@ -80,22 +85,45 @@ func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) err
 	return nil
 }
 
-// recoverNoSpace defragments the member and disarms its NOSPACE alarm if
-// the data in use (after compaction) leaves room under the quota;
-// otherwise it returns ErrNoSpace with the fix.
+// recoverNoSpace disarms the member's NOSPACE alarm if its file system is
+// over its reserve and the data in use (after compaction) leaves room under
+// the quota, defragmenting first when that gives back enough and the disk
+// has room for the copy; otherwise it returns ErrDiskLow or ErrNoSpace
+// with the fix.
 func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error {
+	r.noSpace.Lock()
+	defer r.noSpace.Unlock()
+	if err := r.Member.checkDisk(); err != nil {
+		return err
+	}
 	if u := r.usage(); !u.roomAfterDefrag() {
 		return fmt.Errorf("%w: etcd %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.Name, u, r.noSpaceFix())
 	}
-	if err := r.etcd.Server.Backend().Defrag(); err != nil {
-		return fmt.Errorf("defragmenting etcd %s for its NOSPACE alarm: %w", r.Member.Name, err)
+	did := "disarmed"
+	if u := r.usage(); u.needsDefragToWrite() || u.worthDefrag() {
+		// etcd's quota counts the file, not the pages in use.
+		if !r.roomForDefrag(u) {
+			return fmt.Errorf("%w: etcd %s (%s) must be defragmented before it takes writes, which needs %s free beside %s's reserve: free space there",
+				ErrDiskLow, r.Member.Name, u, mib(u.inUse), r.Member.DataDir)
+		}
+		if err := r.etcd.Server.Backend().Defrag(); err != nil {
+			return fmt.Errorf("defragmenting etcd %s for its NOSPACE alarm: %w", r.Member.Name, err)
+		}
+		did = "defragmented and disarmed"
 	}
 	u := r.usage()
 	if _, err := r.etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: uint64(r.etcd.Server.ID()), Alarm: pb.AlarmType_NOSPACE}); err != nil {
 		return fmt.Errorf("disarming etcd %s's NOSPACE alarm: %w", r.Member.Name, err)
 	}
-	report(fmt.Sprintf("etcd %s was out of space (NOSPACE alarm); defragmented and disarmed: %s", r.Member.Name, u))
+	report(fmt.Sprintf("etcd %s was out of space (NOSPACE alarm); %s: %s", r.Member.Name, did, u))
 	return nil
+}
+
+// roomForDefrag tells whether the file system can take the copy that
+// defragmentation writes (the pages in use) and still keep its reserve.
+func (r *Running) roomForDefrag(u usage) bool {
+	free, err := freeBytes(r.Member.DataDir)
+	return err == nil && free-u.inUse >= r.Member.diskReserve()
 }
 
 // WatchAlarms checks the member's alarms every interval until ctx ends.

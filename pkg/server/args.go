@@ -57,6 +57,12 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephem
 		// within 2 s: a stop drains in seconds, not the 60 s the HTTP
 		// server would otherwise wait for watch streams.
 		"--shutdown-send-retry-after=true",
+		// Keep serving for 3 s after SIGTERM: the controller-manager,
+		// scheduler and kubelet in this process stop on the same signal,
+		// and a controller still fetching a token from a closed listener
+		// exits the whole process (klog.Fatal), making a clean stop look
+		// like a failure.
+		"--shutdown-delay-duration=3s",
 	}
 	if opts.encryptionConfig != "" {
 		args = append(args, "--encryption-provider-config="+opts.encryptionConfig)

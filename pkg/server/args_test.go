@@ -73,6 +73,7 @@ var wantAPIServer = []string{
 	"--allow-privileged=true",
 	"--profiling=false",
 	"--shutdown-send-retry-after=true",
+	"--shutdown-delay-duration=3s",
 }
 
 func TestAPIServerArgs(t *testing.T) {

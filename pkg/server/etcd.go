@@ -21,6 +21,11 @@ import (
 // alarms.
 const alarmCheckInterval = 30 * time.Second
 
+// diskCheckInterval is how often it reads the free space under both etcds:
+// often, since a disk fills faster than a quota (etcd.DefaultDiskReserveBytes
+// is what that leaves time for).
+const diskCheckInterval = 2 * time.Second
+
 // EtcdClientTLS is the durable etcd's one client certificate (it is
 // kube-apiserver's), which tools on the server's machine use too: k1m
 // etcd-snapshot reads it from DATA-DIR/tls.
@@ -74,10 +79,12 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the
-// server does: the alarm watch of both, and scheduled snapshots.
+// server does: the alarm and disk watches of both, and scheduled snapshots.
 func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, ephemeral *etcd.Running) {
 	for _, r := range []*etcd.Running{durable, ephemeral} {
-		go r.WatchAlarms(ctx, alarmCheckInterval, func(msg string) { klog.Errorf("k1m server: %s", msg) })
+		report := func(msg string) { klog.Errorf("k1m server: %s", msg) }
+		go r.WatchAlarms(ctx, alarmCheckInterval, report)
+		go r.WatchDisk(ctx, diskCheckInterval, report)
 	}
 	if s.cfg.EtcdSnapshots.Disable {
 		s.step("scheduled etcd snapshots are off (--etcd-disable-snapshots)")

@@ -46,6 +46,7 @@ type Server struct {
 	advertise string
 	hostIPs   []net.IP
 	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
+	memory    memoryPlan
 }
 
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
@@ -65,6 +66,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	if err := s.phasePreflight(); err != nil {
+		return err
+	}
+	if err := s.phaseMemory(); err != nil {
 		return err
 	}
 	token, err := s.phaseToken()
@@ -295,6 +299,9 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	dns := s.cfg.DNSServiceIP
 	settings := join.Settings{RenewInterval: s.cfg.Lease.RenewInterval, LeaseDurationSeconds: s.cfg.Lease.LeaseDurationSeconds(),
 		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
+	if err := s.phaseLeaseChange(ctx, client); err != nil {
+		return err
+	}
 	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), settings); err != nil {
 		return err
 	}
@@ -355,5 +362,6 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.ProxyMode = s.cfg.ProxyMode
 	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
 	a.Embedded = true
+	a.KubeReservedMemory = s.memory.Limit
 	return agent.Run(ctx, a, s.out)
 }

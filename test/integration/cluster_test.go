@@ -36,7 +36,8 @@ const (
 type cluster struct {
 	root, dataRoot, clusterDir, k1m string
 	client                          kubernetes.Interface
-	t                               *testing.T // the top test, for helpers that fail it
+	renew                           time.Duration // the server's renew interval; renewInterval until a test changes it
+	t                               *testing.T    // the top test, for helpers that fail it
 }
 
 func (c *cluster) script(t *testing.T, verb string, args ...string) {
@@ -54,7 +55,7 @@ func (c *cluster) scriptCommand(verb string, args ...string) *exec.Cmd {
 	cmd.Dir = c.root
 	cmd.Env = append(os.Environ(), fmt.Sprintf("NODES=%d", nodes), "K1M="+c.k1m, "CLUSTER_DIR="+c.clusterDir,
 		"DATA_ROOT="+c.dataRoot, "IMAGES_DIR="+filepath.Join(c.root, "_output", "images"),
-		"SERVER_ARGS=--node-lease-renew-interval="+renewInterval.String()+" "+c.securityServerArgs())
+		"SERVER_ARGS=--node-lease-renew-interval="+c.renew.String()+" "+c.securityServerArgs())
 	return cmd
 }
 
@@ -81,7 +82,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m"), t: t}
+	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m"), t: t, renew: renewInterval}
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)
 	}
@@ -110,9 +111,11 @@ func TestCluster(t *testing.T) {
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
+	t.Run("ControlPlaneMemoryLimitAndReservation", func(t *testing.T) { testControlPlaneMemory(ctx, t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
+	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
@@ -121,6 +124,8 @@ func TestCluster(t *testing.T) {
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
 	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testEphemeralStoreDisposable(ctx, t, c) })
 	t.Run("SnapshotAndRestore", func(t *testing.T) { testSnapshotRestore(ctx, t, c) })
+	// Last: it leaves the cluster on another lease profile.
+	t.Run("LeaseProfileChange", func(t *testing.T) { testLeaseProfileChange(ctx, t, c) })
 }
 
 // leaveStaleNamespace makes what a cluster killed without hack/cluster.sh
@@ -219,8 +224,10 @@ func checkNothingLeft(t *testing.T, dataRoot string) {
 			t.Errorf("%s shows KUBE-* rules after down", tool)
 		}
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/memory/k1m"); err == nil {
-		t.Errorf("cgroup /k1m left after down")
+	for _, cg := range []string{"/sys/fs/cgroup/memory/k1m", "/sys/fs/cgroup/memory/k1m-control-plane"} {
+		if _, err := os.Stat(cg); err == nil {
+			t.Errorf("cgroup %s left after down", cg)
+		}
 	}
 	if _, err := exec.Command("ip", "link", "show", "k1m-nodes").Output(); err == nil {
 		t.Errorf("bridge k1m-nodes left after down")

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/join"
+)
+
+// agentRestartAllowance is how long a node may go without renewing its
+// Lease while its agent follows a new lease profile, on top of its old
+// renew interval: the agent keeps renewing until it stops, then restarts
+// (containerd, the images, the kubelet, its first renewal). Measured at a
+// few seconds in make integration; the allowance leaves a wide margin.
+const agentRestartAllowance = 15 * time.Second
+
+// slowestRenewal is the longest renew interval a node of the cluster may
+// still run with: what each node's agent recorded on its Node
+// (constants.NodeRenewIntervalAnnotation), and the published profile for
+// nodes that recorded none. It returns the nodes at that interval.
+func slowestRenewal(published time.Duration, nodes []corev1.Node) (time.Duration, []string) {
+	slowest, who := published, []string{}
+	for _, n := range nodes {
+		d := published
+		if v, ok := n.Annotations[constants.NodeRenewIntervalAnnotation]; ok {
+			if parsed, err := time.ParseDuration(v); err == nil {
+				d = parsed
+			}
+		}
+		switch {
+		case d > slowest:
+			slowest, who = d, []string{n.Name}
+		case d == slowest:
+			who = append(who, n.Name)
+		}
+	}
+	sort.Strings(who)
+	return slowest, who
+}
+
+// checkLeaseChange refuses a new lease profile whose grace period a node
+// still on the slowest interval could outlast while its agent follows:
+// such a node would be marked NotReady. A longer interval is always
+// absorbed; so is the first start.
+func checkLeaseChange(next config.LeaseProfile, slowest time.Duration, who []string) error {
+	need := slowest + agentRestartAllowance
+	if next.GracePeriod >= need {
+		return nil
+	}
+	floor := (need + 5*time.Second - 1) / (5 * time.Second) * time.Second
+	return fmt.Errorf("--node-lease-renew-interval %s: its grace period %s is too short for a running cluster whose slowest nodes renew every %s (%s): until each agent has followed k1m-cluster, a node may go %s plus its agent's restart (%s allowed) without renewing, and would be marked NotReady; change it in steps: down to %s now, then further once every node's %s annotation shows it",
+		next.RenewInterval, next.GracePeriod, slowest, nodeList(who), slowest, agentRestartAllowance, floor, constants.NodeRenewIntervalAnnotation)
+}
+
+func nodeList(names []string) string {
+	if len(names) > 5 {
+		return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+	}
+	return strings.Join(names, ", ")
+}
+
+// phaseLeaseChange compares the lease profile about to be published with
+// what the cluster runs and refuses a change nodes cannot absorb, before
+// anything is written.
+func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interface) error {
+	cm, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // a new cluster
+	}
+	if err != nil {
+		return fmt.Errorf("reading the published lease profile: %w", err)
+	}
+	published, err := join.SettingsFromData(cm.Data)
+	if err != nil {
+		return err
+	}
+	if published.RenewInterval == s.cfg.Lease.RenewInterval {
+		return nil
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes for the lease profile change: %w", err)
+	}
+	slowest, who := slowestRenewal(published.RenewInterval, nodes.Items)
+	if err := checkLeaseChange(s.cfg.Lease, slowest, who); err != nil {
+		return err
+	}
+	s.step("lease profile changes from renew %s to %s: agents follow k1m-cluster within %s, each restarting itself (pods keep running)", published.RenewInterval, s.cfg.Lease.RenewInterval, 30*time.Second)
+	return nil
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"k1m.dev/k1m/pkg/cgroups"
+)
+
+// The sizing rule of a server that runs a node agent and so shares its
+// machine with pods: a quarter of the machine's memory for the control
+// plane, at least minControlPlaneMemory but never over half the machine.
+const (
+	controlPlaneShare     = 4 // 1/4 of the machine
+	minControlPlaneMemory = 2 << 30
+)
+
+// memoryPlan is how much memory the control plane may use and how that
+// was decided. Limit is what GOMEMLIMIT follows (patch 0002) and what the
+// server's kubelet reserves (kube-reserved), so that pods are not
+// scheduled into it.
+type memoryPlan struct {
+	Physical int64
+	Limit    int64  // 0: no limit (the machine is the control plane's)
+	Source   string // why Limit
+	Cgroup   string // the cgroup to confine the server to; "" if none
+}
+
+// planMemory applies the rule: --memory-limit, else a limit the server
+// already runs under (systemd's MemoryMax, a container's), else with a
+// node agent a quarter of the machine in k1m's own cgroup, else none.
+// confineTo is the cgroup to use when the limit is k1m's own
+// (cgroups.ConfinePath: one per node name, so that several servers on one
+// machine each get their own).
+func planMemory(physical, cgroupLimit, flagLimit int64, agent bool, confineTo string) memoryPlan {
+	p := memoryPlan{Physical: physical}
+	switch {
+	case flagLimit > 0 && (cgroupLimit == 0 || flagLimit < cgroupLimit):
+		p.Limit, p.Source, p.Cgroup = flagLimit, "--memory-limit", confineTo
+	case cgroupLimit > 0 && cgroupLimit < physical:
+		p.Limit, p.Source = cgroupLimit, "the cgroup k1m runs in (systemd MemoryMax, or its container's)"
+		if flagLimit > 0 {
+			p.Source += ", under --memory-limit"
+		}
+	case agent:
+		p.Limit = min(max(physical/controlPlaneShare, minControlPlaneMemory), physical/2)
+		p.Source = "a quarter of the machine, at least 2 GiB and at most half: the server shares it with pods"
+		p.Cgroup = confineTo
+	default:
+		p.Source = "none: with --disable-agent the machine is the control plane's"
+	}
+	return p
+}
+
+func (p memoryPlan) String() string {
+	if p.Limit == 0 {
+		return fmt.Sprintf("memory: machine %s; control plane limit %s", gib(p.Physical), p.Source)
+	}
+	where := "no cgroup of k1m's own"
+	if p.Cgroup != "" {
+		where = "in cgroup " + p.Cgroup
+	}
+	return fmt.Sprintf("memory: machine %s; control plane limit %s (%s), %s; the node's kubelet reserves it (kube-reserved), so pods are not scheduled into it",
+		gib(p.Physical), gib(p.Limit), p.Source, where)
+}
+
+func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+// phaseMemory decides the control plane's memory, confines the server to
+// its cgroup when the limit is k1m's own, and tunes the Go runtime to the
+// limit (runtimeTuning: patch 0002's, which sized it from the whole
+// machine when the process started).
+func (s *Server) phaseMemory() error {
+	var info unix.Sysinfo_t
+	if err := unix.Sysinfo(&info); err != nil {
+		return fmt.Errorf("reading the machine's memory: %w", err)
+	}
+	procCgroup, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	cgroupLimit, err := cgroups.MemoryLimit(cgroups.Mount, string(procCgroup))
+	if err != nil {
+		return err
+	}
+	confineTo := cgroups.ConfinePath(cgroups.Mount, string(procCgroup), s.nodeName)
+	s.memory = planMemory(int64(info.Totalram)*int64(info.Unit), cgroupLimit, s.cfg.MemoryLimitBytes, !s.cfg.DisableAgent, confineTo)
+	if s.memory.Cgroup != "" {
+		if err := cgroups.Confine(cgroups.Mount, s.memory.Cgroup, s.memory.Limit, os.Getpid()); err != nil {
+			return fmt.Errorf("confining the control plane to %s of memory: %w (run as root, or start k1m under a memory limit such as systemd's MemoryMax)", gib(s.memory.Limit), err)
+		}
+	}
+	s.step("%s", s.memory)
+	if s.memory.Limit > 0 {
+		return runtimeTuning()
+	}
+	return nil
+}
