@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -49,7 +48,7 @@ func newAgentCommand() *cobra.Command {
 			err := agent.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
 			if errors.Is(err, agent.ErrRestart) {
 				// A fresh process: the kubelet cannot start twice in one.
-				return syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+				return multicall.ExecSelf(os.Environ())
 			}
 			return err
 		},

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -137,4 +138,18 @@ func useServerKubeconfig(args []string) {
 	if _, err := os.Stat(DefaultAdminKubeconfig); err == nil {
 		os.Setenv("KUBECONFIG", DefaultAdminKubeconfig)
 	}
+}
+
+// ExecSelf replaces this process (same PID) with a fresh start of the same
+// binary and arguments, with env: for parts that read their settings only
+// at process start (the kubelet's renew interval, the Go runtime's memory
+// limit). The binary is named by its path, so that the process keeps its
+// name (ps, ss); /proc/self/exe is the fallback when that path is gone.
+func ExecSelf(env []string) error {
+	if exe, err := os.Executable(); err == nil {
+		if err := syscall.Exec(exe, os.Args, env); err == nil {
+			return nil
+		}
+	}
+	return syscall.Exec("/proc/self/exe", os.Args, env)
 }

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"k1m.dev/k1m/pkg/cgroups"
+	"k1m.dev/k1m/pkg/multicall"
 )
 
 // The sizing rule of a server that runs a node agent and so shares its
@@ -68,10 +69,18 @@ func (p memoryPlan) String() string {
 
 func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
-// phaseMemory decides the control plane's memory, confines the server to
-// its cgroup when the limit is k1m's own, and tunes the Go runtime to the
-// limit (runtimeTuning: patch 0002's, which sized it from the whole
-// machine when the process started).
+// Set on the server process started again in its own cgroup: the cgroup
+// and why, for the log line (the new process sees only a cgroup limit).
+const (
+	envConfinedTo     = "K1M_CONFINED_TO"
+	envConfinedSource = "K1M_CONFINED_SOURCE"
+)
+
+// phaseMemory decides the control plane's memory. When the limit is k1m's
+// own, the server moves itself into its cgroup and starts again there
+// (exec, same PID): patch 0002 then sizes the Go runtime from the limit at
+// process start, as it does in every binary, instead of from the whole
+// machine; the second start finds the limit and keeps it.
 func (s *Server) phaseMemory() error {
 	var info unix.Sysinfo_t
 	if err := unix.Sysinfo(&info); err != nil {
@@ -87,14 +96,21 @@ func (s *Server) phaseMemory() error {
 	}
 	confineTo := cgroups.ConfinePath(cgroups.Mount, string(procCgroup), s.nodeName)
 	s.memory = planMemory(int64(info.Totalram)*int64(info.Unit), cgroupLimit, s.cfg.MemoryLimitBytes, !s.cfg.DisableAgent, confineTo)
-	if s.memory.Cgroup != "" {
-		if err := cgroups.Confine(cgroups.Mount, s.memory.Cgroup, s.memory.Limit, os.Getpid()); err != nil {
-			return fmt.Errorf("confining the control plane to %s of memory: %w (run as root, or start k1m under a memory limit such as systemd's MemoryMax)", gib(s.memory.Limit), err)
-		}
+	if to := os.Getenv(envConfinedTo); to != "" {
+		s.memory.Cgroup, s.memory.Source = to, os.Getenv(envConfinedSource)
+		os.Unsetenv(envConfinedTo)
+		os.Unsetenv(envConfinedSource)
+		s.step("%s", s.memory)
+		return nil
 	}
-	s.step("%s", s.memory)
-	if s.memory.Limit > 0 {
-		return runtimeTuning()
+	if s.memory.Cgroup == "" {
+		s.step("%s", s.memory)
+		return nil
 	}
-	return nil
+	if err := cgroups.Confine(cgroups.Mount, s.memory.Cgroup, s.memory.Limit, os.Getpid()); err != nil {
+		return fmt.Errorf("confining the control plane to %s of memory: %w (run as root, or start k1m under a memory limit such as systemd's MemoryMax)", gib(s.memory.Limit), err)
+	}
+	s.step("confined to cgroup %s with %s of memory: starting again in it, so that the Go runtime sizes itself from the limit", s.memory.Cgroup, gib(s.memory.Limit))
+	env := append(os.Environ(), envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
+	return multicall.ExecSelf(env)
 }

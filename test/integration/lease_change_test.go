@@ -59,6 +59,11 @@ func testLeaseProfileChange(ctx context.Context, t *testing.T, c *cluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Started again in the same process, under its own name.
+		pid, _ := os.ReadFile(filepath.Join(c.clusterDir, agent+".pid"))
+		if comm, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "comm")); err != nil || string(comm) != "k1m\n" {
+			t.Errorf("agent %s (pid %s) after its restart: comm %q, %v; want the same process, named k1m", agent, strings.TrimSpace(string(pid)), comm, err)
+		}
 		if want := "k1m agent: k1m-cluster's lease profile changed (renew 4s, lease 16s, was renew 5s, lease 20s): restarting the node agent to apply it; pods keep running"; !strings.Contains(string(log), want) {
 			t.Errorf("%s.log does not say %q", agent, want)
 		}
