@@ -37,7 +37,7 @@ func Run(dirs []string, out io.Writer) error {
 	}
 	killed := killMatching(func(pid int) bool { return inCgroup(pid, CgroupRoot) || isK1mRuntime(pid) })
 	fmt.Fprintf(out, "k1m cleanup: stopped %d processes (pods, containerd shims, containerd)\n", killed)
-	n, err := unmountUnder(append(dirs, "/run/k1m", "/run/netns/cni-"))
+	n, err := unmountUnder(append(dirs, "/run/k1m"), []string{"/run/netns/cni-"})
 	note(err)
 	fmt.Fprintf(out, "k1m cleanup: released %d mounts\n", n)
 	note(removeNetns())
@@ -127,9 +127,9 @@ func isK1mRuntime(pid int) bool {
 	return false
 }
 
-// unmountUnder lazily unmounts every mount point starting with one of
-// prefixes, deepest first.
-func unmountUnder(prefixes []string) (int, error) {
+// unmountUnder lazily unmounts every mount point cleanup releases
+// (released), deepest first.
+func unmountUnder(dirs, namePrefixes []string) (int, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return 0, err
@@ -142,12 +142,8 @@ func unmountUnder(prefixes []string) (int, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescape(fields[4])
-		for _, p := range prefixes {
-			if p != "" && strings.HasPrefix(mp, p) {
-				points = append(points, mp)
-				break
-			}
+		if mp := unescape(fields[4]); released(mp, dirs, namePrefixes) {
+			points = append(points, mp)
 		}
 	}
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
@@ -164,6 +160,25 @@ func unmountUnder(prefixes []string) (int, error) {
 		return n, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return n, nil
+}
+
+// released tells whether mount point mp is one cleanup releases: a
+// directory of dirs or anything inside it (a path boundary: /run/k1m does
+// not take /run/k1m-ephemeral, an operator's tmpfs), or a path starting
+// with one of namePrefixes (the CNI plugins' /run/netns/cni-<id>).
+func released(mp string, dirs, namePrefixes []string) bool {
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if d != "." && d != "/" && (mp == d || strings.HasPrefix(mp, d+"/")) {
+			return true
+		}
+	}
+	for _, p := range namePrefixes {
+		if p != "" && strings.HasPrefix(mp, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func unescape(s string) string {
