@@ -75,8 +75,13 @@ install -m 0755 "$bin" /usr/local/bin/k1m
 install -d -m 0755 /var/lib/k1m/images /etc/k1m
 install -m 0644 "$images"/*.tar /var/lib/k1m/images/
 [[ -f /etc/k1m/config.yaml ]] || echo "# k1m $role settings: keys are the flag names (k1m $role --help)" >/etc/k1m/config.yaml
+# The kernel modules a node needs (k1m's preflight names anything still
+# missing): loaded now and at every boot.
+[[ ! -d /etc/modules-load.d ]] || printf '%s\n' overlay br_netfilter >/etc/modules-load.d/k1m.conf
+modprobe overlay 2>/dev/null || true
+modprobe br_netfilter 2>/dev/null || true
 umask 077
-: >/etc/k1m/k1m.env
+[[ -f /etc/k1m/k1m.env ]] || : >/etc/k1m/k1m.env # the operator's environment, kept on a reinstall
 args=("$role")
 if [[ $role == agent ]]; then
   # Read once at the join, deleted by the agent once the node has its own
@@ -153,7 +158,7 @@ for task in /run/k1m/*/containerd/io.containerd.runtime.v2.task/*/*; do
 done
 # /var/lib/kubelet holds the kubelet's fixed device-plugin socket (one
 # kubelet per machine: k1m's); the pod logs are the kubelet's too.
-rm -rf /etc/k1m /var/lib/k1m /run/k1m /var/lib/kubelet /var/log/pods /var/log/containers
+rm -rf /etc/k1m /var/lib/k1m /run/k1m /var/lib/kubelet /var/log/pods /var/log/containers /etc/modules-load.d/k1m.conf
 for dir in /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /var/lib/cni/results /var/lib/cni /run/netns; do
   rmdir "$dir" 2>/dev/null || true # only when empty
 done

@@ -108,12 +108,12 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "k1m agent: node %s joined: it runs on its own client certificate now, and the join token is not kept\n", nodeName)
-		if cfg.TokenFile != "" {
-			if err := os.Remove(cfg.TokenFile); err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("--token-file: %w", err)
-			}
-			fmt.Fprintf(out, "k1m agent: deleted --token-file %s\n", cfg.TokenFile)
-		}
+	}
+	// Joined or resumed, the node needs no join credential from now on
+	// (a reinstall writes the token file again for a node that has its
+	// certificate already).
+	if err := forgetTokenFile(cfg.TokenFile, out); err != nil {
+		return err
 	}
 	restCfg, err := kubeconfig.RESTConfig(p.kubeletKubeconfig())
 	if err != nil {
@@ -212,6 +212,22 @@ func joinError(cfg config.Agent, err error) error {
 	default:
 		return fmt.Errorf("--token: %v", je.Err)
 	}
+}
+
+// forgetTokenFile deletes --token-file when there is one.
+func forgetTokenFile(path string, out io.Writer) error {
+	if path == "" {
+		return nil
+	}
+	err := os.Remove(path)
+	switch {
+	case os.IsNotExist(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	fmt.Fprintf(out, "k1m agent: deleted --token-file %s\n", path)
+	return nil
 }
 
 // waitForFile waits for path to appear while the component behind it runs.

@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -46,5 +49,28 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 	time.Sleep(30 * time.Millisecond)
 	if n := calls.Load(); n != 4 {
 		t.Errorf("read %d times, want 4 (none after the change)", n)
+	}
+}
+
+// TestForgetTokenFile: a node that resumes on its own certificate deletes
+// a token file a reinstall wrote again; none there is fine.
+func TestForgetTokenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "join-token")
+	if err := os.WriteFile(path, []byte("K1M...\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := forgetTokenFile(path, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("token file still there: %v", err)
+	}
+	if want := "k1m agent: deleted --token-file " + path + "\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if err := forgetTokenFile(path, &out); err != nil || out.Len() != 0 {
+		t.Errorf("again: %v, said %q; want nothing", err, out.String())
 	}
 }

@@ -70,12 +70,13 @@ func dockerArchive(t *testing.T, path, manifest string) {
 func TestRefs(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.tar")
-	dockerArchive(t, good, `[{"Config":"c.json","RepoTags":["registry.k8s.io/pause:3.10","k1m.local/pause:x"],"Layers":["abc/layer.tar"]}]`)
+	dockerArchive(t, good, `[{"Config":"c.json","RepoTags":["registry.k8s.io/pause:3.10","k1m.local/pause:x","busybox:1.36"],"Layers":["abc/layer.tar"]}]`)
 	got, err := Refs(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"k1m.local/pause:x", "registry.k8s.io/pause:3.10"}; !reflect.DeepEqual(got, want) {
+	// As containerd lists them: a short name is docker.io/library's.
+	if want := []string{"docker.io/library/busybox:1.36", "k1m.local/pause:x", "registry.k8s.io/pause:3.10"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Refs = %q, want %q", got, want)
 	}
 	untagged := filepath.Join(dir, "untagged.tar")

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 )
 
 // Refs reads the image names a docker-format archive holds (the RepoTags
@@ -39,7 +41,15 @@ func Refs(archive string) ([]string, error) {
 		}
 		var refs []string
 		for _, m := range manifest {
-			refs = append(refs, m.RepoTags...)
+			for _, tag := range m.RepoTags {
+				// containerd lists the normalised name
+				// (busybox:1 is docker.io/library/busybox:1).
+				named, err := reference.ParseDockerRef(tag)
+				if err != nil {
+					return nil, fmt.Errorf("image archive %s: image name %q: %w", archive, tag, err)
+				}
+				refs = append(refs, named.String())
+			}
 		}
 		if len(refs) == 0 {
 			return nil, fmt.Errorf("image archive %s names no image (manifest.json has no RepoTags)", archive)
@@ -81,8 +91,10 @@ func Guard(ctx context.Context, address, dir string, interval time.Duration, rep
 	for _, p := range paths {
 		refs, err := Refs(p)
 		if err != nil {
-			report(err.Error())
-			return
+			// An archive ctr imports but whose names this cannot read
+			// (an OCI layout, say) is left unguarded; the others are not.
+			report(fmt.Sprintf("%v: not guarded against image garbage collection", err))
+			continue
 		}
 		refsByArchive[p] = refs
 		all = append(all, refs...)

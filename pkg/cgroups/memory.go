@@ -101,29 +101,45 @@ func ConfinePath(mount, procCgroup, name string) string {
 
 // Confine creates cgroup p (e.g. /k1m-control-plane/node-1) with a memory
 // limit of limit bytes and moves process pid, with all its threads, into
-// it; processes it starts later are born there. On v2 the memory
-// controller is first enabled in every parent.
+// it; processes it starts later are born there. On v2 the process moves
+// first and the memory controller is enabled in every parent after: a
+// cgroup that still holds a process cannot hand controllers to its
+// children (a systemd unit's own cgroup, left for the leaf), and the
+// leaf's memory.max exists only once its parent enabled the controller.
 func Confine(mount, p string, limit int64, pid int) error {
 	dir := memoryDir(mount, p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating cgroup %s: %w", dir, err)
+	}
 	if unified(mount) {
+		if err := moveInto(dir, pid); err != nil {
+			return err
+		}
 		for parent := mount; parent != dir; {
 			if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory"), 0o644); err != nil {
 				return fmt.Errorf("enabling the memory controller in %s: %w", parent, err)
 			}
 			rel, _ := filepath.Rel(parent, dir)
 			parent = filepath.Join(parent, strings.Split(rel, string(filepath.Separator))[0])
-			if err := os.MkdirAll(parent, 0o755); err != nil {
-				return fmt.Errorf("creating cgroup %s: %w", parent, err)
-			}
 		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating cgroup %s: %w", dir, err)
+		return setLimit(dir, limitFile(mount), limit)
 	}
-	if err := os.WriteFile(filepath.Join(dir, limitFile(mount)), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
-		return fmt.Errorf("setting the memory limit of %s to %d bytes: %w", dir, limit, err)
+	if err := setLimit(dir, limitFile(mount), limit); err != nil {
+		return err
 	}
+	return moveInto(dir, pid)
+}
+
+func moveInto(dir string, pid int) error {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 		return fmt.Errorf("moving process %d into %s: %w", pid, dir, err)
+	}
+	return nil
+}
+
+func setLimit(dir, file string, limit int64) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+		return fmt.Errorf("setting the memory limit of %s to %d bytes: %w", dir, limit, err)
 	}
 	return nil
 }

@@ -45,8 +45,9 @@ func newAgentCommand() *cobra.Command {
 			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
 				return err
 			}
-			err := agent.Run(genericapiserver.SetupSignalContext(), cfg, cmd.OutOrStdout())
-			if errors.Is(err, agent.ErrRestart) {
+			ctx := genericapiserver.SetupSignalContext()
+			err := agent.Run(ctx, cfg, cmd.OutOrStdout())
+			if errors.Is(err, agent.ErrRestart) && ctx.Err() == nil { // not when asked to stop meanwhile
 				// A fresh process: the kubelet cannot start twice in one.
 				return multicall.ExecSelf(os.Environ())
 			}

@@ -110,7 +110,7 @@ func (s *Server) requireSeparateStores() error {
 		return err == nil && (rel == "." || !strings.HasPrefix(rel, ".."))
 	}
 	if eph == filepath.Clean(s.DataDir) || inside(eph, durable) || inside(durable, eph) {
-		return fmt.Errorf("--ephemeral-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /run/k1m-ephemeral", s.EphemeralDataDir, durable)
+		return fmt.Errorf("--ephemeral-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /var/lib/k1m/etcd-ephemeral", s.EphemeralDataDir, durable)
 	}
 	return nil
 }

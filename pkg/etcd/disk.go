@@ -25,9 +25,17 @@ var ErrDiskLow = errors.New("etcd's file system is almost full")
 // operator to react.
 const DefaultDiskReserveBytes = 512 << 20
 
+// NoFsyncDiskReserveBytes is the no-fsync member's reserve: two WAL
+// segments. Its store may sit on a small tmpfs, and a refusal there stops
+// node heartbeats, so it keeps less; it is emptied at every start anyway.
+const NoFsyncDiskReserveBytes = 128 << 20
+
 func (m Member) diskReserve() int64 {
-	if m.DiskReserveBytes > 0 {
+	switch {
+	case m.DiskReserveBytes > 0:
 		return m.DiskReserveBytes
+	case m.NoFsync:
+		return NoFsyncDiskReserveBytes
 	}
 	return DefaultDiskReserveBytes
 }
@@ -79,23 +87,40 @@ func (r *Running) WatchDisk(ctx context.Context, interval time.Duration, report 
 }
 
 func (r *Running) guardDisk(ctx context.Context, report func(string)) {
+	r.noSpace.Lock()
 	low := r.Member.checkDisk()
 	armed := r.alarms()[pb.AlarmType_NOSPACE]
-	switch {
-	case low != nil && !armed:
-		if err := r.raiseNoSpace(ctx); err != nil {
+	if low != nil && !armed {
+		err := r.raiseNoSpace(ctx)
+		if err == nil {
+			r.diskArmed = true
+		}
+		r.noSpace.Unlock()
+		if err != nil {
 			report(fmt.Sprintf("%v; raising NOSPACE failed: %v", low, err))
 			return
 		}
-		r.diskArmed.Store(true)
 		report(fmt.Sprintf("writes are refused: %v", low))
-	case low == nil && armed && r.diskArmed.Load():
+		return
+	}
+	ours := armed && r.diskArmed
+	r.noSpace.Unlock()
+	// Disarm only with a margin over the reserve, so that a disk hovering
+	// at the threshold does not flip writes on and off every check.
+	if ours && r.Member.checkDiskWithMargin() == nil {
 		if err := r.recoverNoSpace(ctx, report); err != nil {
 			report(fmt.Sprintf("writes are refused: %v", err))
-			return
 		}
-		r.diskArmed.Store(false)
 	}
+}
+
+// diskMargin is how far over its reserve a file system must be before
+// writes are accepted again.
+const diskMargin = 64 << 20
+
+func (m Member) checkDiskWithMargin() error {
+	m.DiskReserveBytes = m.diskReserve() + diskMargin
+	return m.checkDisk()
 }
 
 func (r *Running) raiseNoSpace(ctx context.Context) error {

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -63,7 +62,7 @@ type Running struct {
 	// noSpace serialises the alarm and disk watches' recoveries;
 	// diskArmed says the disk watch raised the NOSPACE alarm.
 	noSpace   sync.Mutex
-	diskArmed atomic.Bool
+	diskArmed bool // under noSpace
 }
 
 // Start starts the member and waits until it serves, or ctx ends.

@@ -115,6 +115,7 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 	if _, err := r.etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: uint64(r.etcd.Server.ID()), Alarm: pb.AlarmType_NOSPACE}); err != nil {
 		return fmt.Errorf("disarming etcd %s's NOSPACE alarm: %w", r.Member.Name, err)
 	}
+	r.diskArmed = false
 	report(fmt.Sprintf("etcd %s was out of space (NOSPACE alarm); %s: %s", r.Member.Name, did, u))
 	return nil
 }

@@ -58,6 +58,11 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
 	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
 	s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
+	// First: on a shared disk the discarded store's space counts toward
+	// the durable etcd's reserve, which etcd.Start checks.
+	if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
+		return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
+	}
 	durable, err := etcd.Start(ctx, durableMember)
 	if err != nil {
 		return nil, nil, err
@@ -65,10 +70,6 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 	if err := durable.HousekeepAtStart(ctx, func(msg string) { s.step("%s", msg) }); err != nil {
 		durable.Stop()
 		return nil, nil, err
-	}
-	if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
-		durable.Stop()
-		return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
 	}
 	ephemeral, err := etcd.Start(ctx, ephemeralMember)
 	if err != nil {

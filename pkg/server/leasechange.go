@@ -31,6 +31,9 @@ const agentRestartAllowance = 15 * time.Second
 func slowestRenewal(published time.Duration, nodes []corev1.Node) (time.Duration, []string) {
 	slowest, who := published, []string{}
 	for _, n := range nodes {
+		if !ready(n) {
+			continue // NotReady already (powered off, gone): nothing to keep Ready
+		}
 		d := published
 		if v, ok := n.Annotations[constants.NodeRenewIntervalAnnotation]; ok {
 			if parsed, err := time.ParseDuration(v); err == nil {
@@ -48,13 +51,22 @@ func slowestRenewal(published time.Duration, nodes []corev1.Node) (time.Duration
 	return slowest, who
 }
 
+func ready(n corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // checkLeaseChange refuses a new lease profile whose grace period a node
 // still on the slowest interval could outlast while its agent follows:
-// such a node would be marked NotReady. A longer interval is always
-// absorbed; so is the first start.
+// such a node would be marked NotReady. An interval no shorter than the
+// slowest is always absorbed; so is the first start.
 func checkLeaseChange(next config.LeaseProfile, slowest time.Duration, who []string) error {
 	need := slowest + agentRestartAllowance
-	if next.GracePeriod >= need {
+	if next.RenewInterval >= slowest || next.GracePeriod >= need {
 		return nil
 	}
 	floor := (need + 5*time.Second - 1) / (5 * time.Second) * time.Second

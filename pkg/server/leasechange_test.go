@@ -13,7 +13,8 @@ import (
 )
 
 func node(name, renew string) corev1.Node {
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	if renew != "" {
 		n.Annotations = map[string]string{constants.NodeRenewIntervalAnnotation: renew}
 	}
@@ -25,6 +26,13 @@ func TestSlowestRenewal(t *testing.T) {
 	got, who := slowestRenewal(10*time.Second, nodes)
 	if got != 20*time.Second || !reflect.DeepEqual(who, []string{"a", "d"}) {
 		t.Errorf("slowest %s %v, want 20s [a d]", got, who)
+	}
+	// A node that is not Ready (powered off during an earlier change)
+	// holds nothing back.
+	off := node("z", "60s")
+	off.Status.Conditions[0].Status = corev1.ConditionUnknown
+	if got, who := slowestRenewal(10*time.Second, append(nodes, off)); got != 20*time.Second || !reflect.DeepEqual(who, []string{"a", "d"}) {
+		t.Errorf("with a NotReady node at 60s: slowest %s %v, want 20s [a d]", got, who)
 	}
 	// Nodes without the annotation run the published profile.
 	got, who = slowestRenewal(30*time.Second, nodes)
@@ -45,6 +53,7 @@ func TestCheckLeaseChange(t *testing.T) {
 		{10 * time.Second, 5 * time.Second}, // grace 25s >= 10s + 15s
 		{5 * time.Second, 4 * time.Second},  // 20s >= 5s + 15s
 		{5 * time.Second, 60 * time.Second}, // longer: always
+		{2 * time.Second, 3 * time.Second},  // longer, even with a grace period under the allowance
 	} {
 		if err := checkLeaseChange(profile(ok.to), ok.from, []string{"n1"}); err != nil {
 			t.Errorf("%s -> %s: %v", ok.from, ok.to, err)
