@@ -50,6 +50,8 @@ build() {
 test() {
   export DOCKER_DIR=${DOCKER_DIR:-$OUT/docker}
   trap 'hack/docker.sh down' EXIT
+  # make test's kind-test stopped the dockerd kind-image started.
+  hack/docker.sh up "$OUT/kind/bin/k1m-docker-runc"
   local tarballs=("$OUT"/k1m-release-*.tar.gz)
   ((${#tarballs[@]} == 1)) || { echo "release: want one $OUT/k1m-release-*.tar.gz, found ${tarballs[*]}: make release" >&2; exit 1; }
   K1M_RELEASE_DIR=$DIR K1M_RELEASE_TARBALL=${tarballs[0]} go run ./cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/release/
