@@ -13,6 +13,8 @@ import (
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrRestart is returned by Run when the node agent stopped its
@@ -40,22 +42,13 @@ func describeLease(s join.Settings) string {
 // restarting) are retried at the next tick.
 func watchSettings(ctx context.Context, read func(context.Context) (join.Settings, error), running join.Settings, interval time.Duration) <-chan join.Settings {
 	changed := make(chan join.Settings, 1)
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			s, err := read(ctx)
-			if err == nil && !sameLeaseProfile(s, running) {
-				changed <- s
-				return
-			}
+	ctx, found := context.WithCancel(ctx)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if s, err := read(ctx); err == nil && !sameLeaseProfile(s, running) {
+			changed <- s
+			found() // one change is all the agent acts on: it restarts
 		}
-	}()
+	}, interval)
 	return changed
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Refs reads the image names a docker-format archive holds (the RepoTags
@@ -99,18 +101,11 @@ func Guard(ctx context.Context, address, dir string, interval time.Duration, rep
 		refsByArchive[p] = refs
 		all = append(all, refs...)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		have, err := Listed(ctx, address, all...)
 		if err != nil {
 			report(err.Error())
-			continue
+			return
 		}
 		for _, p := range missing(refsByArchive, have) {
 			if err := importArchive(ctx, address, p); err != nil {
@@ -119,5 +114,5 @@ func Guard(ctx context.Context, address, dir string, interval time.Duration, rep
 			}
 			report(fmt.Sprintf("re-imported %s (%s): containerd had lost it, most likely to the kubelet's image garbage collection on a full disk", p, strings.Join(refsByArchive[p], ", ")))
 		}
-	}
+	}, interval)
 }

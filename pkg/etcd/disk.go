@@ -10,6 +10,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"golang.org/x/sys/unix"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrDiskLow is a member whose file system has less free space than the
@@ -74,16 +76,7 @@ func (m Member) checkDisk() error {
 // of exiting on a full disk; once space is freed it disarms (through
 // recoverNoSpace, which also checks the quota). report is told each change.
 func (r *Running) WatchDisk(ctx context.Context, interval time.Duration, report func(string)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		r.guardDisk(ctx, report)
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { r.guardDisk(ctx, report) }, interval)
 }
 
 func (r *Running) guardDisk(ctx context.Context, report func(string)) {

@@ -8,6 +8,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/mvcc"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrNoSpace is a member that raised its NOSPACE alarm and stays over its
@@ -133,22 +135,17 @@ func (r *Running) roomForDefrag(u usage) bool {
 // other alarm, report is told every time, with the fix: a read-only
 // cluster is never silent.
 func (r *Running) WatchAlarms(ctx context.Context, interval time.Duration, report func(string)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		alarms := r.alarms()
-		if alarms[pb.AlarmType_CORRUPT] {
-			report(fmt.Sprintf("%v in %s: %s", ErrCorrupt, r.Member.DataDir, r.corruptFix()))
-		}
-		if alarms[pb.AlarmType_NOSPACE] {
-			if err := r.recoverNoSpace(ctx, report); err != nil {
-				report(fmt.Sprintf("writes are refused: %v", err))
-			}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { r.checkAlarms(ctx, report) }, interval)
+}
+
+func (r *Running) checkAlarms(ctx context.Context, report func(string)) {
+	alarms := r.alarms()
+	if alarms[pb.AlarmType_CORRUPT] {
+		report(fmt.Sprintf("%v in %s: %s", ErrCorrupt, r.Member.DataDir, r.corruptFix()))
+	}
+	if alarms[pb.AlarmType_NOSPACE] {
+		if err := r.recoverNoSpace(ctx, report); err != nil {
+			report(fmt.Sprintf("writes are refused: %v", err))
 		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/pki"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // certCheckInterval is how often a running server renews the leaf
@@ -75,19 +77,12 @@ func days(d time.Duration) string { return fmt.Sprintf("%d days", int(d.Hours()/
 // watchCertificates renews due certificates every certCheckInterval until
 // ctx ends; a failure is logged with how long is left, and tried again.
 func (s *Server) watchCertificates(ctx context.Context) {
-	t := time.NewTicker(certCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(context.Context) {
 		dir := TLSDir(s.cfg.DataDir)
 		if err := renewCertificates(dir, s.apiserverNames(), time.Now(), func(msg string) { klog.Warningf("k1m server: %s", msg) }); err != nil {
 			klog.Errorf("k1m server: renewing certificates in %s failed (tried again in %s): %v", dir, certCheckInterval, err)
 		}
-	}
+	}, certCheckInterval)
 }
 
 // Rotate reissues the named leaf certificates of a server's data
