@@ -121,6 +121,19 @@ var nodeSymlinks = map[string]string{
 	"/etc/systemd/system/multi-user.target.wants/k1m-etcd-nofsync.path":      "/etc/systemd/system/k1m-etcd-nofsync.path",
 }
 
+// BaseDiffID is the diff ID of the base layer node images are built on,
+// written once per base key in in.Work: a base image loaded from another
+// work directory (a fresh clone sharing the Docker engine) has the same
+// name but may hold other bytes.
+func (in Inputs) BaseDiffID() (string, error) {
+	root, err := in.BaseRoot()
+	if err != nil {
+		return "", err
+	}
+	layer, err := in.baseLayer(root)
+	return layer.DiffID, err
+}
+
 // BaseRef is the base image's name.
 func (in Inputs) BaseRef() string { return BaseRepo + ":" + in.BaseKey() }
 

@@ -129,7 +129,14 @@ func (p project) kindImage() error {
 		fmt.Fprintf(p.log, "k1m-build: %s is up to date (inputs %s)\n", ref, hash)
 		return nil
 	}
-	haveBase := exec.Command("docker", "image", "inspect", in.BaseRef()).Run() == nil
+	// The base image is loaded too (test/release runs it) unless the one
+	// loaded holds exactly this base layer.
+	diffID, err := in.BaseDiffID()
+	if err != nil {
+		return err
+	}
+	loadedBase, _ := exec.Command("docker", "image", "inspect", "-f", `{{join .RootFS.Layers " "}}`, in.BaseRef()).Output()
+	haveBase := strings.TrimSpace(string(loadedBase)) == "sha256:"+strings.TrimPrefix(diffID, "sha256:")
 	base, nodeArchive, err := in.Build(node, hash, !haveBase)
 	if err != nil {
 		return err
