@@ -2,10 +2,13 @@ package agent
 
 import (
 	"crypto/x509"
-	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
+
+	"k1m.dev/k1m/pkg/pki"
 )
 
 // ownCredentials tells whether the node can start on the client
@@ -17,7 +20,11 @@ func (p paths) ownCredentials(now time.Time) (expires time.Time, why error) {
 	if _, err := os.Stat(p.kubeletKubeconfig()); err != nil {
 		return time.Time{}, fmt.Errorf("no kubeconfig of its own (%s)", p.kubeletKubeconfig())
 	}
-	cert, err := firstCertificate(p.kubeletClientCert())
+	cert, err := pki.ReadCertFile(p.kubeletClientCert())
+	var missing *fs.PathError
+	if errors.As(err, &missing) {
+		return time.Time{}, fmt.Errorf("no client certificate of its own (%s)", p.kubeletClientCert())
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -35,23 +42,6 @@ func (p paths) ownCredentials(now time.Time) (expires time.Time, why error) {
 		return time.Time{}, fmt.Errorf("its client certificate %s is not usable: %v", p.kubeletClientCert(), err)
 	}
 	return cert.NotAfter, nil
-}
-
-func firstCertificate(path string) (*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("no client certificate of its own (%s)", path)
-	}
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return nil, fmt.Errorf("%s holds no certificate", path)
-		}
-		if block.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(block.Bytes)
-		}
-	}
 }
 
 // forgetCredentials removes what a failed or expired identity left, so

@@ -26,7 +26,7 @@ type CertInfo struct {
 
 // Inspect reads the first certificate of the PEM file at path.
 func Inspect(path string) (CertInfo, error) {
-	cert, err := readCertFile(path)
+	cert, err := ReadCertFile(path)
 	if err != nil {
 		return CertInfo{}, err
 	}
@@ -34,7 +34,9 @@ func Inspect(path string) (CertInfo, error) {
 		NotBefore: cert.NotBefore, NotAfter: cert.NotAfter, IsCA: cert.IsCA}, nil
 }
 
-func readCertFile(path string) (*x509.Certificate, error) {
+// ReadCertFile reads the first certificate of the PEM file at path (a
+// kubelet's -current.pem holds its key too).
+func ReadCertFile(path string) (*x509.Certificate, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -60,7 +62,7 @@ func readCertFile(path string) (*x509.Certificate, error) {
 // subject, names and usages, signed by ca. A certificate ca did not sign
 // is refused.
 func (ca *Authority) Reissue(certPath, keyPath string) error {
-	old, err := readCertFile(certPath)
+	old, err := ReadCertFile(certPath)
 	if err != nil {
 		return err
 	}

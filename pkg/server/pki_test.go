@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,12 +18,7 @@ var testNames = servingNames{
 
 func parseCertFile(t *testing.T, path string) *x509.Certificate {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := pki.ReadCertFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,8 @@ package integration
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -14,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/test/testutil"
 )
 
@@ -74,12 +72,7 @@ func testCertificates(t *testing.T, c *cluster) {
 
 func fileSerial(t *testing.T, path string) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(data)
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := pki.ReadCertFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
