@@ -9,12 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrRestart is returned by Run when the node agent stopped its
@@ -23,11 +22,6 @@ import (
 // layer starts the agent again in the same process (exec); pods keep
 // running, as across any agent restart.
 var ErrRestart = errors.New("the node agent restarts to apply the cluster's new lease profile")
-
-// settingsCheckInterval is how often an agent reads k1m-cluster. A server
-// accepts a lease profile change only if the grace period absorbs the old
-// renew interval for this long and the restart that follows.
-const settingsCheckInterval = 30 * time.Second
 
 func sameLeaseProfile(a, b join.Settings) bool {
 	return a.RenewInterval == b.RenewInterval && a.LeaseDurationSeconds == b.LeaseDurationSeconds

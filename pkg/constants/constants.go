@@ -8,6 +8,7 @@ package constants
 import (
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // EphemeralResources are the resources k1m keeps in the no-fsync etcd, in
@@ -84,3 +85,7 @@ const (
 // the renew interval its kubelet runs with. Before it changes the lease
 // profile, the server reads it to know the slowest node (docs/server.md).
 const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"
+
+// AgentSettingsCheckInterval is how often a node agent reads k1m-cluster
+// to follow a lease profile change; the server tells the operator so.
+const AgentSettingsCheckInterval = 30 * time.Second

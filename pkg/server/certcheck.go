@@ -8,11 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/pki"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // certCheckInterval is how often a running server renews the leaf

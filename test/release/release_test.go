@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 const (
@@ -377,32 +379,26 @@ func journals(t *testing.T) {
 	}
 }
 
-// copyRelease copies the release directory, flipping the middle byte of
-// the file named flip.
+// copyRelease copies the release directory (modes kept), flipping the
+// middle byte of the file named flip.
 func copyRelease(t *testing.T, src, dst, flip string) {
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+	modeOf := func(rel string) os.FileMode {
+		info, err := os.Stat(filepath.Join(src, rel))
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if rel == flip {
-			data[len(data)/2] ^= 0xff
-		}
-		return os.WriteFile(target, data, info.Mode().Perm())
-	})
+		return info.Mode().Perm()
+	}
+	if err := fsutil.CopyTree(src, dst, modeOf); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dst, flip)
+	data, err := os.ReadFile(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, modeOf(flip)); err != nil {
 		t.Fatal(err)
 	}
 }
