@@ -68,6 +68,15 @@ const (
 	SchedulerPort         = 10259
 )
 
+// AgentLoadBalancerPort is where each agent's client-side load balancer
+// (pkg/agent/loadbalancer) listens, on [::1] only: the agent's kubelet and
+// kube-proxy reach the cluster's API servers through it (k3s's agent uses
+// the same port for the same purpose). It is none of the ports above, nor
+// kube-apiserver's 6443 or the etcds' 2379-2382 (the server's defaults);
+// the server's own node talks to its kube-apiserver directly and runs no
+// balancer, so only an agent listens here.
+const AgentLoadBalancerPort = 6444
+
 // The kubelet's disk thresholds on every k1m node: no laxer than k3s's.
 // Image garbage collection runs from ImageGCHighThresholdPercent of the
 // image file system used down to ImageGCLowThresholdPercent; below
