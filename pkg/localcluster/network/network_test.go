@@ -1,0 +1,301 @@
+package network
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// throwawayHost is a fresh network namespace standing in for the host, so
+// that the test's bridge never touches the machine's network.
+func throwawayHost(t *testing.T) *Host {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root (network namespaces)")
+	}
+	ns := netns.None()
+	if err := onOwnThread(func() error {
+		var err error
+		ns, err = netns.New()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := HostAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// The names carry the test's pid so that a run never meets another's
+// (an interface name has at most 15 characters).
+func testNames() (bridge, nsPrefix string, a, b Namespace) {
+	id := os.Getpid() % 100000
+	nsPrefix = fmt.Sprintf("k1m-nettest-%d-", id)
+	prefix := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	return fmt.Sprintf("k1mt-br%d", id), nsPrefix,
+		Namespace{Name: nsPrefix + "a", Veth: fmt.Sprintf("k1mt-%da", id), Addr: prefix("fddf:4035:b5ff::11/64")},
+		Namespace{Name: nsPrefix + "b", Veth: fmt.Sprintf("k1mt-%db", id), Addr: prefix("fddf:4035:b5ff::1:1/64")}
+}
+
+func TestBridgeAndNamespaces(t *testing.T) {
+	h := throwawayHost(t)
+	brName, nsPrefix, a, b := testNames()
+	br := Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
+	t.Cleanup(func() {
+		DeleteNamespace(a.Name)
+		DeleteNamespace(b.Name)
+		ReleaseRunDir()
+	})
+	if err := h.EnsureBridge(br); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureBridge(br); err != nil { // a bridge left behind is reused
+		t.Fatalf("second EnsureBridge: %v", err)
+	}
+	for _, n := range []Namespace{a, b} {
+		if err := h.AddNamespace(br, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkBridge(t, h, br)
+	for _, n := range []Namespace{a, b} {
+		checkPort(t, h, br, n)
+		checkInside(t, n, br.Addr.Addr())
+	}
+	if got, err := Namespaces(nsPrefix); err != nil || !slices.Equal(got, []string{a.Name, b.Name}) {
+		t.Errorf("Namespaces = %q, %v; want %q", got, err, []string{a.Name, b.Name})
+	}
+	if _, err := CurrentHost(); err != nil {
+		t.Fatal(err)
+	}
+	if real, _ := netlink.LinkByName(br.Name); real != nil {
+		t.Errorf("bridge %s made in the machine's own network namespace", br.Name)
+	}
+	checkReachable(t, a, b)
+	checkPids(t, a)
+
+	for _, n := range []Namespace{a, b} {
+		if err := DeleteNamespace(n.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.DeleteBridge(br.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.DeleteBridge(br.Name); err != nil {
+		t.Errorf("deleting a missing bridge: %v, want nothing done", err)
+	}
+	checkNothingLeft(t, h, br.Name, a, b)
+}
+
+func checkBridge(t *testing.T, h *Host, br Bridge) {
+	t.Helper()
+	link, err := h.nl.LinkByName(br.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Type() != "bridge" || link.Attrs().Flags&net.FlagUp == 0 {
+		t.Errorf("%s: type %s, flags %v; want an up bridge", br.Name, link.Type(), link.Attrs().Flags)
+	}
+	if got := globalAddrs(t, h.nl, link); !slices.Equal(got, []string{"fddf:4035:b5ff::1/64 nodad"}) {
+		t.Errorf("%s addresses %q", br.Name, got)
+	}
+}
+
+// checkPort wants n's host end up on the bridge with hairpin on.
+func checkPort(t *testing.T, h *Host, br Bridge, n Namespace) {
+	t.Helper()
+	bridge, _ := h.nl.LinkByName(br.Name)
+	link, err := h.nl.LinkByName(n.Veth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Type() != "veth" || link.Attrs().MasterIndex != bridge.Attrs().Index || link.Attrs().Flags&net.FlagUp == 0 {
+		t.Errorf("%s: type %s, master %d, flags %v; want an up veth on %s (%d)", n.Veth, link.Type(), link.Attrs().MasterIndex, link.Attrs().Flags, br.Name, bridge.Attrs().Index)
+	}
+	info, err := h.nl.LinkGetProtinfo(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Hairpin {
+		t.Errorf("%s: hairpin off", n.Veth)
+	}
+}
+
+// checkInside wants lo and eth0 up in n, n's address on eth0 and the
+// default route via gateway.
+func checkInside(t *testing.T, n Namespace, gateway netip.Addr) {
+	t.Helper()
+	ns, err := netns.GetFromName(n.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	nl, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	links, _ := nl.LinkList()
+	var names []string
+	for _, l := range links {
+		names = append(names, fmt.Sprintf("%s up=%t", l.Attrs().Name, l.Attrs().Flags&net.FlagUp != 0))
+	}
+	if want := []string{"lo up=true", "eth0 up=true"}; !slices.Equal(names, want) {
+		t.Errorf("links in %s: %q, want %q", n.Name, names, want)
+	}
+	eth, _ := nl.LinkByName("eth0")
+	if got, want := globalAddrs(t, nl, eth), []string{n.Addr.String() + " nodad"}; !slices.Equal(got, want) {
+		t.Errorf("eth0 addresses in %s: %q, want %q", n.Name, got, want)
+	}
+	routes, err := nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Gw: net.IP(gateway.AsSlice())}, netlink.RT_FILTER_GW)
+	if err != nil || len(routes) != 1 || routes[0].Dst != nil && routes[0].Dst.String() != "::/0" || routes[0].LinkIndex != eth.Attrs().Index {
+		t.Errorf("routes via %s in %s: %v, %v; want one default route on eth0", gateway, n.Name, routes, err)
+	}
+}
+
+func globalAddrs(t *testing.T, nl *netlink.Handle, link netlink.Link) []string {
+	t.Helper()
+	addrs, err := nl.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if a.Scope == unix.RT_SCOPE_UNIVERSE {
+			s := a.IPNet.String()
+			if a.Flags&unix.IFA_F_NODAD != 0 {
+				s += " nodad"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkReachable opens a TCP connection from a to b across the bridge.
+func checkReachable(t *testing.T, a, b Namespace) {
+	t.Helper()
+	var ln net.Listener
+	if err := inNamespace(b.Name, func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(b.Addr.Addr(), 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("hello"))
+			c.Close()
+		}
+	}()
+	var got []byte
+	err := inNamespace(a.Name, func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got = make([]byte, 5)
+		_, err = c.Read(got)
+		return err
+	})
+	if err != nil || string(got) != "hello" {
+		t.Errorf("from %s to %s: %q, %v", a.Name, ln.Addr(), got, err)
+	}
+}
+
+func inNamespace(name string, fn func() error) error {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	return onOwnThread(func() error {
+		if err := netns.Set(ns); err != nil {
+			return err
+		}
+		return fn()
+	})
+}
+
+// checkPids starts a process in n with Start and wants Pids to list it,
+// and the process to see n's address and nothing of the host's.
+func checkPids(t *testing.T, n Namespace) {
+	t.Helper()
+	if pids, err := Pids(n.Name); err != nil || len(pids) != 0 {
+		t.Errorf("Pids(%s) before = %v, %v; want none", n.Name, pids, err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := Start(cmd, n.Name); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if pids, err := Pids(n.Name); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+		t.Errorf("Pids(%s) = %v, %v; want [%d]", n.Name, pids, err, cmd.Process.Pid)
+	}
+	own, _ := os.Readlink("/proc/self/ns/net")
+	if child, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); child == own {
+		t.Errorf("process started in %s runs in the test's network namespace %s", n.Name, own)
+	}
+}
+
+func TestEnableIPv6Forwarding(t *testing.T) {
+	h := throwawayHost(t)
+	if err := h.EnableIPv6Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := onOwnThread(func() error {
+		if err := netns.Set(h.ns); err != nil {
+			return err
+		}
+		var err error
+		got, err = os.ReadFile("/proc/sys/net/ipv6/conf/all/forwarding")
+		return err
+	}); err != nil || string(got) != "1\n" {
+		t.Errorf("forwarding in the namespace: %q, %v; want 1", got, err)
+	}
+}
+
+// checkNothingLeft wants no namespace, veth or bridge of the test left.
+func checkNothingLeft(t *testing.T, h *Host, bridge string, ns ...Namespace) {
+	t.Helper()
+	for _, n := range ns {
+		if _, err := os.Stat(RunDir + "/" + n.Name); err == nil {
+			t.Errorf("namespace %s left", n.Name)
+		}
+	}
+	// A namespace's devices go once the kernel has cleaned it up, shortly
+	// after its last reference.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, name := range []string{bridge, ns[0].Veth, ns[1].Veth} {
+			if h.LinkExists(name) {
+				left = append(left, name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("links left: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
