@@ -42,6 +42,16 @@ type Member struct {
 	// ForceNewCluster makes the member forget every other member: the
 	// --cluster-reset of a server whose peers are gone.
 	ForceNewCluster bool
+	// PeerHost makes the member one of a raft cluster across servers: it
+	// serves clients on PeerHost too (besides Host) and talks to its peers
+	// there, both with TLS and client certificates; empty: a lone member
+	// on Host alone.
+	PeerHost string
+	// InitialCluster and JoinExisting start a member that Join added to a
+	// running cluster (etcd's --initial-cluster and
+	// --initial-cluster-state=existing); ignored once the member has data.
+	InitialCluster string
+	JoinExisting   bool
 }
 
 // DefaultQuotaBytes is the durable etcd's default quota: etcd's own 2 GiB
@@ -49,9 +59,27 @@ type Member struct {
 // kube-apiserver compacts only every 5 minutes.
 const DefaultQuotaBytes = 8 << 30
 
-// ClientURL is the URL clients use.
+// ClientURL is the URL clients on the member's machine use.
 func (m Member) ClientURL() string {
 	return (&url.URL{Scheme: "https", Host: hostPort(m.Host, m.Port)}).String()
+}
+
+// AdvertisedClientURL is the URL other servers reach the member at: on
+// PeerHost when it has one.
+func (m Member) AdvertisedClientURL() string {
+	if m.PeerHost == "" {
+		return m.ClientURL()
+	}
+	return (&url.URL{Scheme: "https", Host: hostPort(m.PeerHost, m.Port)}).String()
+}
+
+// PeerURL is the URL its peers reach it at.
+func (m Member) PeerURL() string {
+	host := m.Host
+	if m.PeerHost != "" {
+		host = m.PeerHost
+	}
+	return (&url.URL{Scheme: "https", Host: hostPort(host, m.Port+1)}).String()
 }
 
 // Running is a started member.
@@ -105,16 +133,32 @@ func config(m Member) (*embed.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := &url.URL{Scheme: "https", Host: hostPort(m.Host, m.Port+1)}
+	advertised, err := url.Parse(m.AdvertisedClientURL())
+	if err != nil {
+		return nil, err
+	}
+	peer, err := url.Parse(m.PeerURL())
+	if err != nil {
+		return nil, err
+	}
 	tls := transport.TLSInfo{CertFile: m.TLS.CertFile, KeyFile: m.TLS.KeyFile, TrustedCAFile: m.TLS.CAFile, ClientCertAuth: true}
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
 	cfg.Dir = m.DataDir
 	cfg.ListenClientUrls = []url.URL{*client}
-	cfg.AdvertiseClientUrls = []url.URL{*client}
+	if *advertised != *client {
+		cfg.ListenClientUrls = append(cfg.ListenClientUrls, *advertised)
+	}
+	cfg.AdvertiseClientUrls = []url.URL{*advertised}
 	cfg.ListenPeerUrls = []url.URL{*peer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(m.Name)
+	if m.InitialCluster != "" {
+		cfg.InitialCluster = m.InitialCluster
+	}
+	if m.JoinExisting {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
 	cfg.ClientTLSInfo = tls
 	cfg.PeerTLSInfo = tls
 	cfg.UnsafeNoFsync = m.NoFsync

@@ -43,7 +43,7 @@ func certs(t *testing.T, dir string) (TLS, TLS) {
 		t.Fatal(err)
 	}
 	srvCert, srvKey, err := ca.LoadOrIssue(dir, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true,
-		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv6loopback}})
+		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv6loopback, net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

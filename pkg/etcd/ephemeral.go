@@ -1,0 +1,131 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// The no-fsync store of a multi-server cluster is a raft cluster too, so
+// that Leases and Events survive the loss of a server. Its members start
+// empty at every start (their files are not trusted after a stop), so a
+// starting member always joins the others' cluster, or starts a new one
+// when none answers. The durable etcd, which has a quorum, decides: it
+// serialises servers starting at once and records where each no-fsync
+// member is, under EphemeralPrefix (outside kube-apiserver's /registry).
+const EphemeralPrefix = "/k1m/ephemeral-etcd/"
+
+func ephemeralMemberKey(name string) string { return EphemeralPrefix + "members/" + name }
+
+// ephemeralJoinTimeout bounds the attempt to join the other servers'
+// no-fsync cluster before a new one is started.
+const ephemeralJoinTimeout = 30 * time.Second
+
+// StartEphemeral starts m, a server's no-fsync member, in the cluster of
+// the other servers' no-fsync members when one of them takes it, else as
+// a new cluster (every server stopped at once: Leases and Events start
+// over, as a lone server's do). durable is a client of the durable etcd;
+// clientTLS is the client certificate the no-fsync members accept.
+func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, clientTLS TLS, report func(string)) (*Running, error) {
+	session, err := concurrency.NewSession(durable, concurrency.WithTTL(30), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("no-fsync etcd %s: a session with the durable etcd: %w", m.Name, err)
+	}
+	defer session.Close()
+	lock := concurrency.NewMutex(session, EphemeralPrefix+"lock")
+	if err := lock.Lock(ctx); err != nil {
+		return nil, fmt.Errorf("no-fsync etcd %s: taking the start lock in the durable etcd: %w", m.Name, err)
+	}
+	defer lock.Unlock(context.Background())
+	others, err := ephemeralMembers(ctx, durable, m.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(others) > 0 {
+		r, err := joinEphemeral(ctx, others, m, clientTLS, report)
+		if r != nil || ctx.Err() != nil {
+			if err == nil {
+				err = recordEphemeral(ctx, durable, m, false)
+			}
+			return r, err
+		}
+		report(fmt.Sprintf("no-fsync etcd %s: the other servers' members (%s) did not take it (%v): starting a new no-fsync cluster; Leases and Events start over", m.Name, strings.Join(others, ", "), err))
+	}
+	r, err := Start(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := recordEphemeral(ctx, durable, m, true); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// joinEphemeral joins the members at seeds; a nil Running with an error
+// means they did not take m and nothing was started.
+func joinEphemeral(ctx context.Context, seeds []string, m Member, clientTLS TLS, report func(string)) (*Running, error) {
+	jctx, cancel := context.WithTimeout(ctx, ephemeralJoinTimeout)
+	defer cancel()
+	joined, err := Join(jctx, seeds, clientTLS, m, report)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Start(ctx, joined)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Promote(ctx, seeds, clientTLS, report); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// ephemeralMembers are the recorded client URLs of the other servers'
+// no-fsync members.
+func ephemeralMembers(ctx context.Context, durable *clientv3.Client, self string) ([]string, error) {
+	gctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := durable.Get(gctx, EphemeralPrefix+"members/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("reading where the no-fsync members are (durable etcd %s): %w", EphemeralPrefix, err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		if string(kv.Key) != ephemeralMemberKey(self) {
+			out = append(out, string(kv.Value))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// recordEphemeral records where m serves; a new cluster forgets every
+// other member first.
+func recordEphemeral(ctx context.Context, durable *clientv3.Client, m Member, newCluster bool) error {
+	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if newCluster {
+		if _, err := durable.Delete(pctx, EphemeralPrefix+"members/", clientv3.WithPrefix()); err != nil {
+			return fmt.Errorf("forgetting the old no-fsync members in the durable etcd: %w", err)
+		}
+	}
+	if _, err := durable.Put(pctx, ephemeralMemberKey(m.Name), m.AdvertisedClientURL()); err != nil {
+		return fmt.Errorf("recording no-fsync etcd %s in the durable etcd: %w", m.Name, err)
+	}
+	return nil
+}
+
+// ForgetEphemeral deletes the record of a removed server's no-fsync member.
+func ForgetEphemeral(ctx context.Context, durable *clientv3.Client, name string) error {
+	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	_, err := durable.Delete(pctx, ephemeralMemberKey(name))
+	return err
+}

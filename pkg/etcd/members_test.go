@@ -1,0 +1,218 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// clusterMember is member name of a raft cluster on ::1 in dir.
+func clusterMember(t *testing.T, dir, name string, tls TLS) Member {
+	return Member{Name: name, DataDir: filepath.Join(dir, name), Host: "::1", PeerHost: "::1", Port: freePortPair(t), TLS: tls}
+}
+
+func logf(t *testing.T) func(string) { return func(msg string) { t.Log(msg) } }
+
+// joinAndPromote is what a joining server does with its member.
+func joinAndPromote(ctx context.Context, t *testing.T, seeds []string, clientTLS TLS, m Member) *Running {
+	t.Helper()
+	joined, err := Join(ctx, seeds, clientTLS, m, logf(t))
+	if err != nil {
+		t.Fatalf("Join %s: %v", m.Name, err)
+	}
+	r, err := Start(ctx, joined)
+	if err != nil {
+		t.Fatalf("Start %s: %v", m.Name, err)
+	}
+	t.Cleanup(r.Stop)
+	if err := r.Promote(ctx, seeds, clientTLS, logf(t)); err != nil {
+		t.Fatalf("Promote %s: %v", m.Name, err)
+	}
+	if r.IsLearner() {
+		t.Fatalf("%s is still a learner after Promote", m.Name)
+	}
+	return r
+}
+
+type memberView struct {
+	Name      string
+	IsLearner bool
+}
+
+func view(ctx context.Context, t *testing.T, cli *clientv3.Client) []memberView {
+	t.Helper()
+	members, err := Members(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []memberView
+	for _, m := range members {
+		out = append(out, memberView{m.Name, m.IsLearner})
+	}
+	return out
+}
+
+// TestRaftClusterJoinLoseRejoinRemove grows a member to a three-member
+// raft cluster the way servers join (learner, then promoted), loses one,
+// refuses what would break the quorum or duplicate a name, and brings the
+// lost one back with and without its data.
+func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, clientTLS := certs(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	a := clusterMember(t, dir, "server-a", serverTLS)
+	ra, err := Start(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Stop()
+	seeds := []string{a.AdvertisedClientURL()}
+	b, c := clusterMember(t, dir, "server-b", serverTLS), clusterMember(t, dir, "server-c", serverTLS)
+	rb := joinAndPromote(ctx, t, seeds, clientTLS, b)
+	joinAndPromote(ctx, t, seeds, clientTLS, c)
+
+	all := []string{a.ClientURL(), b.ClientURL(), c.ClientURL()}
+	cli, err := NewClient(all, clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	want := []memberView{{"server-a", false}, {"server-b", false}, {"server-c", false}}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
+		t.Fatalf("members %+v, want %+v", got, want)
+	}
+	put := func(key string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cli.Put(wctx, key, "v"); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	put("/before")
+
+	// b stops: two of three still make a quorum.
+	rb.Stop()
+	put("/while-b-is-down")
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c")
+	wantErr := "removing server-c would leave 2 voting etcd members of which 1 answer (server-b silent): a quorum needs 2; bring a member back first"
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("Remove server-c with server-b down: %v, want %q", err, wantErr)
+	}
+	dup := clusterMember(t, dir, "server-c", serverTLS)
+	dup.DataDir = filepath.Join(dir, "duplicate")
+	_, err = Join(ctx, seeds, clientTLS, dup, logf(t))
+	if !errors.Is(err, ErrDuplicateName) {
+		t.Errorf("Join of a second server-c: %v, want ErrDuplicateName", err)
+	}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the refusals: members %+v, want %+v", got, want)
+	}
+
+	// b comes back with its data: a plain start, and it has what was
+	// written while it was down.
+	rb, err = Start(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireKey(ctx, t, b, clientTLS, "/while-b-is-down")
+	rb.Stop()
+
+	// b comes back without its data: its old entry is replaced.
+	if err := DiscardData(b.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	joinAndPromote(ctx, t, []string{a.ClientURL(), c.ClientURL()}, clientTLS, b)
+	requireKey(ctx, t, b, clientTLS, "/before")
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
+		t.Errorf("after b rejoined without data: members %+v, want %+v", got, want)
+	}
+
+	// With all three answering, c can go.
+	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c"); err != nil {
+		t.Fatalf("Remove server-c: %v", err)
+	}
+	want = []memberView{{"server-a", false}, {"server-b", false}}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
+		t.Errorf("after removing server-c: members %+v, want %+v", got, want)
+	}
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-z")
+	if err == nil || err.Error() != `no etcd member is called "server-z" (members: server-a, server-b)` {
+		t.Errorf("Remove of an unknown member: %v", err)
+	}
+}
+
+func requireKey(ctx context.Context, t *testing.T, m Member, tls TLS, key string) {
+	t.Helper()
+	cli, err := NewClient([]string{m.ClientURL()}, tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := cli.Get(rctx, key, clientv3.WithSerializable())
+		cancel()
+		if err == nil && resp.Count == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %s: %v, %s", key, m.Name, err, describeCount(resp))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func describeCount(resp *clientv3.GetResponse) string {
+	if resp == nil {
+		return "no response"
+	}
+	return fmt.Sprintf("%d keys", resp.Count)
+}
+
+// A lone server's member advertises a loopback peer URL; --cluster-init on
+// its data moves the entry to the address peers reach.
+func TestSetPeerURLMovesALoneMember(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, clientTLS := certs(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lone := Member{Name: "durable", DataDir: filepath.Join(dir, "etcd"), Host: "::1", Port: freePortPair(t), TLS: serverTLS}
+	r, err := Start(ctx, lone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	moved := lone
+	moved.PeerHost = "127.0.0.1"
+	r, err = Start(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	changed, err := r.SetPeerURL(ctx, clientTLS)
+	if err != nil || !changed {
+		t.Fatalf("SetPeerURL: %v, %v; want a change", changed, err)
+	}
+	cli, _ := NewClient([]string{lone.ClientURL()}, clientTLS)
+	defer cli.Close()
+	members, err := Members(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 || !reflect.DeepEqual(members[0].PeerURLs, []string{moved.PeerURL()}) {
+		t.Errorf("members %+v, want one with peer URL %s", members, moved.PeerURL())
+	}
+	if changed, err := r.SetPeerURL(ctx, clientTLS); err != nil || changed {
+		t.Errorf("second SetPeerURL: %v, %v; want no change", changed, err)
+	}
+}
