@@ -3,7 +3,10 @@ package config
 import (
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
+
+	"k1m.dev/k1m/pkg/pki"
 )
 
 // CompletedServer is a validated Server with every value derived from
@@ -20,6 +23,8 @@ type CompletedServer struct {
 	PassThrough PassThrough
 	// MemoryLimitBytes is --memory-limit in bytes; 0: the sizing rule.
 	MemoryLimitBytes int64
+	// JoinToken is the parsed --token of a joining server (--server).
+	JoinToken pki.Token
 }
 
 // DefaultEphemeralDataDir is the no-fsync etcd's directory unless
@@ -28,6 +33,9 @@ func DefaultEphemeralDataDir(dataDir string) string { return filepath.Join(dataD
 
 // Complete validates s and resolves what follows from it.
 func (s Server) Complete() (*CompletedServer, error) {
+	if s.JoinServer != "" && s.Token == "" {
+		s.Token = os.Getenv(TokenEnv)
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -42,6 +50,9 @@ func (s Server) Complete() (*CompletedServer, error) {
 	c.Lease, _ = LeaseProfileFor(s.RenewInterval)
 	c.PassThrough, _ = s.PassThrough()
 	c.MemoryLimitBytes, _ = ParseMemoryLimit(s.MemoryLimit)
+	if s.JoinServer != "" {
+		c.JoinToken, _ = pki.ParseToken(s.Token)
+	}
 	services := netip.MustParsePrefix(s.ServiceCIDR)
 	c.KubernetesServiceIP = nthAddress(services, 1)
 	c.DNSServiceIP = nthAddress(services, 10)

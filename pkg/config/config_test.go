@@ -282,3 +282,52 @@ func TestConfigFileIsReadStrictly(t *testing.T) {
 		t.Errorf("a file of comments: %v", err)
 	}
 }
+
+func TestJoinFlags(t *testing.T) {
+	const token = "K1M" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + "::abcdef.0123456789abcdef"
+	for _, c := range []struct {
+		args []string
+		want string // the whole error; empty: valid
+	}{
+		{[]string{"--cluster-init"}, ""},
+		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token", token}, ""},
+		{[]string{"--cluster-init", "--server", "https://[fddf:4035:b520::1:1]:6443", "--token", token},
+			"--cluster-init and --server: the first server starts the cluster (--cluster-init), the others join it (--server URL --token T): give one"},
+		{[]string{"--server", "http://[fddf:4035:b520::1:1]:6443", "--token", token},
+			`--server "http://[fddf:4035:b520::1:1]:6443": want the https URL of a server of the cluster, e.g. https://[fddf:4035:b520::1:1]:6443`},
+		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443"},
+			"--token is empty: joining a server (--server) needs the cluster's server token (the first server's DATA-DIR/token), or $K1M_TOKEN"},
+		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token", "abcdef.0123456789abcdef"},
+			"--token is not of the form K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token) (with --server, --token is the first server's DATA-DIR/token)"},
+	} {
+		s, err := parse(t, "", c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.validateJoin()
+		if (c.want == "" && err != nil) || (c.want != "" && (err == nil || err.Error() != c.want)) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestJoinTokenFromEnvironment(t *testing.T) {
+	const token = "K1M" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + "::abcdef.0123456789abcdef"
+	t.Setenv(TokenEnv, token)
+	s, err := parse(t, "", "--server", "https://[fddf:4035:b520::1:1]:6443", "--data-dir", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.JoinToken.Secret != "abcdef.0123456789abcdef" || c.JoinToken.CAHash != "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
+		t.Errorf("JoinToken %+v, want the one of $K1M_TOKEN", c.JoinToken)
+	}
+	// Without --server the variable is an agent's: a lone server ignores it.
+	lone, _ := parse(t, "", "--data-dir", t.TempDir())
+	if c, err := lone.Complete(); err != nil || c.Token != "" {
+		t.Errorf("a lone server took $K1M_TOKEN: %v, %q", err, c.Token)
+	}
+}

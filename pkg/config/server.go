@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,7 +40,12 @@ type Server struct {
 	ClusterDomain     string
 	RenewInterval     time.Duration
 	Token             string
-	DisableAgent      bool
+	// ClusterInit starts the first server of a multi-server cluster
+	// (or turns a lone server's data into it); JoinServer joins a server
+	// to the cluster of the server at that URL.
+	ClusterInit  bool
+	JoinServer   string
+	DisableAgent bool
 	NodeName          string
 	NodeIP            string
 	ImagesDir         string
@@ -108,7 +114,9 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
-	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token)")
+	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (the first server's DATA-DIR/token; default $K1M_TOKEN, which ps does not show)")
+	fs.BoolVar(&s.ClusterInit, "cluster-init", s.ClusterInit, "start the first server of a multi-server cluster: its etcds serve other servers on the node IP (peer TLS); on a lone server's data, turns it into the first of several")
+	fs.StringVar(&s.JoinServer, "server", s.JoinServer, "join this server to the cluster of the server at this URL, e.g. https://[fddf:4035:b520::1:1]:6443 (needs --token; needed only for the first start)")
 	fs.BoolVar(&s.DisableAgent, "disable-agent", s.DisableAgent, "run only the control plane, no kubelet on this machine")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "name of this machine's node (default: the hostname)")
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
@@ -218,9 +226,7 @@ func (s *Server) Validate() error {
 	add(requireClusterDomain(s.ClusterDomain))
 	_, err = LeaseProfileFor(s.RenewInterval)
 	add(err)
-	if s.Token != "" {
-		add(checkTokenSecret(s.Token))
-	}
+	add(s.validateJoin())
 	add(s.Audit.validate())
 	add(requireEtcdQuota(s.EtcdQuotaBytes))
 	add(s.EtcdSnapshots.validate())
@@ -281,6 +287,34 @@ func parseIPv6CIDR(flag, value, example string) (netip.Prefix, error) {
 	}
 	return prefix, nil
 }
+
+// validateJoin checks --cluster-init, --server and --token together: the
+// token is the server's own secret, or with --server the cluster's full
+// server token.
+func (s *Server) validateJoin() error {
+	switch {
+	case s.ClusterInit && s.JoinServer != "":
+		return errors.New("--cluster-init and --server: the first server starts the cluster (--cluster-init), the others join it (--server URL --token T): give one")
+	case s.JoinServer == "" && s.Token != "":
+		return checkTokenSecret(s.Token)
+	case s.JoinServer == "":
+		return nil
+	}
+	var errs []error
+	if u, err := url.Parse(s.JoinServer); err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" {
+		errs = append(errs, fmt.Errorf("--server %q: want the https URL of a server of the cluster, e.g. https://[fddf:4035:b520::1:1]:6443", s.JoinServer))
+	}
+	if s.Token == "" {
+		errs = append(errs, fmt.Errorf("--token is empty: joining a server (--server) needs the cluster's server token (the first server's DATA-DIR/token), or $%s", TokenEnv))
+	} else if _, err := pki.ParseToken(s.Token); err != nil {
+		errs = append(errs, fmt.Errorf("%w (with --server, --token is the first server's DATA-DIR/token)", err))
+	}
+	return errors.Join(errs...)
+}
+
+// TokenEnv is the environment variable a joining server or an agent reads
+// its token from when --token is not given (ps shows argv to everyone).
+const TokenEnv = "K1M_TOKEN"
 
 func checkTokenSecret(token string) error {
 	if err := pki.CheckSecret(token); err != nil {
