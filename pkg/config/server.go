@@ -46,10 +46,10 @@ type Server struct {
 	ClusterInit  bool
 	JoinServer   string
 	DisableAgent bool
-	NodeName          string
-	NodeIP            string
-	ImagesDir         string
-	ProxyMode         string
+	NodeName     string
+	NodeIP       string
+	ImagesDir    string
+	ProxyMode    string
 	// SecretsEncryption encrypts Secrets at rest (aescbc) with a key kept
 	// in DATA-DIR/tls/secrets-encryption.key.
 	SecretsEncryption bool
