@@ -1,0 +1,139 @@
+package join
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// A server joins a cluster the way an agent does (the token pins the CA),
+// then reads ServerBootstrapName: for each server token, the files every
+// server shares, sealed with a key derived from that token (package
+// bootstrap), and where each server's etcds serve. It lives in
+// kube-system; RBAC (manifests/) lets the bootstrap group read it, so any
+// join token reads it, but only a server token opens its entry.
+const ServerBootstrapName = "k1m-server-bootstrap"
+
+// Keys of ServerBootstrapName's data.
+const (
+	tokenKeyPrefix = "token."        // token.<token ID>: the sealed bundle
+	etcdKeyPrefix  = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
+)
+
+// ServerBootstrap is what a joining server reads.
+type ServerBootstrap struct {
+	Sealed []byte // the bundle sealed for the token it joins with
+	// DurableEtcd are the client URLs the servers' durable etcds
+	// advertised when they last started, by server name.
+	DurableEtcd map[string]string
+}
+
+// DurableEtcdURLs lists DurableEtcd's URLs, sorted.
+func (b ServerBootstrap) DurableEtcdURLs() []string {
+	var out []string
+	for _, u := range b.DurableEtcd {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PublishServer records, for a server of a multi-server cluster, its
+// sealed bundle under its token and where its durable etcd serves. Each
+// server writes only its own keys (a merge patch), so servers starting at
+// once do not undo each other.
+func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, durableEtcdURL string) error {
+	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), etcdKeyPrefix + node: durableEtcdURL}
+	cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ServerBootstrapName, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		patch, _ := json.Marshal(map[string]any{"data": data})
+		_, err = cms.Patch(ctx, ServerBootstrapName, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", metav1.NamespaceSystem, ServerBootstrapName, err)
+	}
+	return nil
+}
+
+// ForgetServer deletes a removed server's etcd key.
+func ForgetServer(ctx context.Context, client kubernetes.Interface, node string) error {
+	patch, _ := json.Marshal(map[string]any{"data": map[string]any{etcdKeyPrefix + node: nil}})
+	_, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(ctx, ServerBootstrapName, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing %s from ConfigMap %s/%s: %w", node, metav1.NamespaceSystem, ServerBootstrapName, err)
+	}
+	return nil
+}
+
+// FetchServerBootstrap reads the server bootstrap of the cluster at
+// serverURL with token, trusting only caPEM (which Discover checked
+// against the token). Every error is an *Error naming the input to fix.
+func FetchServerBootstrap(ctx context.Context, serverURL string, caPEM []byte, token pki.Token) (ServerBootstrap, error) {
+	pool, err := token.VerifyCA(caPEM)
+	if err != nil {
+		return ServerBootstrap{}, &Error{InputToken, err}
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, serverURL+"/api/v1/namespaces/kube-system/configmaps/"+ServerBootstrapName, nil)
+	if err != nil {
+		return ServerBootstrap{}, serverError("%v", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token.Secret)
+	resp, err := client.Do(req)
+	if err != nil {
+		return ServerBootstrap{}, serverError("cannot reach kube-apiserver (%v)", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return ServerBootstrap{}, tokenError("the server refused the token (401 Unauthorized): it is mistyped, expired or deleted")
+	case http.StatusNotFound:
+		return ServerBootstrap{}, serverError("it is not a server of a multi-server cluster (no %s/%s): start the first server with --cluster-init (a lone server's data can be restarted with it)", metav1.NamespaceSystem, ServerBootstrapName)
+	default:
+		return ServerBootstrap{}, serverError("reading %s/%s: HTTP %d: %s", metav1.NamespaceSystem, ServerBootstrapName, resp.StatusCode, truncate(body))
+	}
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(body, &cm); err != nil {
+		return ServerBootstrap{}, serverError("%s/%s is not a ConfigMap: %v", metav1.NamespaceSystem, ServerBootstrapName, err)
+	}
+	return parseServerBootstrap(cm.Data, token.TokenID())
+}
+
+// ErrNotServerToken says the token joins agents only.
+var ErrNotServerToken = errors.New("not a server token")
+
+func parseServerBootstrap(data map[string]string, tokenID string) (ServerBootstrap, error) {
+	out := ServerBootstrap{DurableEtcd: map[string]string{}}
+	for k, v := range data {
+		if node, ok := strings.CutPrefix(k, etcdKeyPrefix); ok {
+			out.DurableEtcd[node] = v
+		}
+	}
+	sealed, ok := data[tokenKeyPrefix+tokenID]
+	if !ok {
+		return ServerBootstrap{}, &Error{InputToken, fmt.Errorf("%w: token %s joins agents only (no server has published its bootstrap data for it): join servers with a server's DATA-DIR/token", ErrNotServerToken, tokenID)}
+	}
+	if len(out.DurableEtcd) == 0 {
+		return ServerBootstrap{}, serverError("%s/%s names no server's etcd: is the first server running with --cluster-init?", metav1.NamespaceSystem, ServerBootstrapName)
+	}
+	out.Sealed = []byte(sealed)
+	return out, nil
+}

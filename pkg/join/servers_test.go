@@ -1,0 +1,88 @@
+package join
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// bootstrapServer serves k1m-server-bootstrap with data to the bearer
+// secret; 404 when data is nil.
+func bootstrapServer(t *testing.T, secret string, data map[string]string) (*httptest.Server, []byte) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/api/v1/namespaces/kube-system/configmaps/"+ServerBootstrapName || r.Header.Get("Authorization") != "Bearer "+secret:
+			w.WriteHeader(http.StatusUnauthorized)
+		case data == nil:
+			w.WriteHeader(http.StatusNotFound)
+		default:
+			json.NewEncoder(w).Encode(map[string]any{"kind": "ConfigMap", "data": data})
+		}
+	})
+	t.Cleanup(srv.Close)
+	return srv, certPEM(srv)
+}
+
+func TestFetchServerBootstrap(t *testing.T) {
+	const secret = "abcdef.0123456789abcdef"
+	data := map[string]string{
+		"token.abcdef":              `{"sealed":true}`,
+		"token.other1":              `{"other":true}`,
+		"durable-etcd.k1m-server-1": "https://[fddf:4035:b520::1:1]:2379",
+		"durable-etcd.k1m-server-2": "https://[fddf:4035:b520::1:2]:2379",
+	}
+	srv, caPEM := bootstrapServer(t, secret, data)
+	hash, _ := pki.CAHash(caPEM)
+	ctx := context.Background()
+	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ServerBootstrap{Sealed: []byte(`{"sealed":true}`), DurableEtcd: map[string]string{
+		"k1m-server-1": "https://[fddf:4035:b520::1:1]:2379", "k1m-server-2": "https://[fddf:4035:b520::1:2]:2379"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fetched %+v, want %+v", got, want)
+	}
+	if urls := got.DurableEtcdURLs(); !reflect.DeepEqual(urls, []string{"https://[fddf:4035:b520::1:1]:2379", "https://[fddf:4035:b520::1:2]:2379"}) {
+		t.Errorf("DurableEtcdURLs %v", urls)
+	}
+
+	// An agent's token authenticates but has no entry.
+	agentSrv, agentCA := bootstrapServer(t, "agent1.aaaaaaaaaaaaaaaa", data)
+	agentHash, _ := pki.CAHash(agentCA)
+	_, err = FetchServerBootstrap(ctx, agentSrv.URL, agentCA, pki.Token{CAHash: agentHash, Secret: "agent1.aaaaaaaaaaaaaaaa"})
+	var je *Error
+	if !errors.Is(err, ErrNotServerToken) || !errors.As(err, &je) || je.Input != InputToken {
+		t.Errorf("an agent token: %v, want ErrNotServerToken about the token", err)
+	}
+	// A wrong secret is refused by the server.
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: "abcdef.0000000000000000"})
+	if err == nil || err.Error() != "token: the server refused the token (401 Unauthorized): it is mistyped, expired or deleted" {
+		t.Errorf("a wrong secret: %v", err)
+	}
+	// A lone server (no --cluster-init) has no bootstrap data.
+	lone, loneCA := bootstrapServer(t, secret, nil)
+	loneHash, _ := pki.CAHash(loneCA)
+	_, err = FetchServerBootstrap(ctx, lone.URL, loneCA, pki.Token{CAHash: loneHash, Secret: secret})
+	if err == nil || !errors.As(err, &je) || je.Input != InputServer || !strings.HasPrefix(err.Error(), "server: it is not a server of a multi-server cluster") {
+		t.Errorf("a lone server: %v", err)
+	}
+	// A CA other than the token's is refused before the secret is sent.
+	other, err := pki.LoadOrCreateCA(t.TempDir(), "ca", "another-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = FetchServerBootstrap(ctx, srv.URL, other.CertPEM, pki.Token{CAHash: hash, Secret: secret})
+	if !errors.As(err, &je) || je.Input != InputToken {
+		t.Errorf("a CA the token does not name: %v", err)
+	}
+}
