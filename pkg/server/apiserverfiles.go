@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"k1m.dev/k1m/pkg/bootstrap"
 	"os"
 	"path/filepath"
 
@@ -22,7 +23,7 @@ type apiserverOptions struct {
 
 // SecretsKeyFile is where --secrets-encryption keeps its key.
 func SecretsKeyFile(dataDir string) string {
-	return filepath.Join(dataDir, "tls", "secrets-encryption.key")
+	return filepath.Join(TLSDir(dataDir), bootstrap.SecretsEncryptionKeyFile)
 }
 
 // defaultAuditPolicy records the metadata of every request (who did what

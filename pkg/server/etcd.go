@@ -38,12 +38,23 @@ func EtcdClientTLS(dataDir string) etcd.TLS {
 func DurableEtcdURL(port int) string { return etcd.Member{Host: "::1", Port: port}.ClientURL() }
 
 func (s *Server) durableMember(c *certs) etcd.Member {
-	return etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort,
-		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes}
+	return s.clusterMember(etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort,
+		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes})
 }
 
 func (s *Server) ephemeralMember(c *certs) etcd.Member {
-	return etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: s.etcdServerTLS(c)}
+	return s.clusterMember(etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: s.etcdServerTLS(c)})
+}
+
+// clusterMember makes m a member other servers reach, when the server is
+// one of several: named after the server (member names are unique in a
+// cluster) and serving on the advertise address too.
+func (s *Server) clusterMember(m etcd.Member) etcd.Member {
+	if s.member.clustered {
+		m.Name = s.nodeName
+		m.PeerHost = s.advertise
+	}
+	return m
 }
 
 func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
@@ -63,7 +74,7 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 	if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
 		return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
 	}
-	durable, err := etcd.Start(ctx, durableMember)
+	durable, err := s.startDurable(ctx, durableMember)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,12 +82,61 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 		durable.Stop()
 		return nil, nil, err
 	}
-	ephemeral, err := etcd.Start(ctx, ephemeralMember)
+	ephemeral, err := s.startEphemeral(ctx, durable, ephemeralMember)
 	if err != nil {
 		durable.Stop()
 		return nil, nil, err
 	}
 	return durable, ephemeral, nil
+}
+
+// startDurable starts the durable etcd: a joining server's is added to
+// the cluster as a learner first and promoted once it has caught up (a
+// restarted learner too); a --cluster-init on a lone server's data moves
+// its member to the advertise address.
+func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running, error) {
+	report := func(msg string) { s.step("%s", msg) }
+	clientTLS := EtcdClientTLS(s.cfg.DataDir)
+	var err error
+	if s.member.joining {
+		if m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report); err != nil {
+			return nil, fmt.Errorf("--server: %w", err)
+		}
+	}
+	durable, err := etcd.Start(ctx, m)
+	if err != nil || !s.member.clustered {
+		return durable, err
+	}
+	if moved, err := durable.SetPeerURL(ctx, clientTLS); err != nil {
+		durable.Stop()
+		return nil, err
+	} else if moved {
+		s.step("etcd %s: now reachable by other servers at %s (--cluster-init)", m.Name, m.PeerURL())
+	}
+	seeds := s.member.seeds
+	if !s.member.joining {
+		seeds = durable.OtherClientURLs()
+	}
+	if err := durable.Promote(ctx, seeds, clientTLS, report); err != nil {
+		durable.Stop()
+		return nil, err
+	}
+	return durable, nil
+}
+
+// startEphemeral starts the no-fsync etcd, empty: for a server of several
+// in the others' no-fsync cluster (etcd.StartEphemeral).
+func (s *Server) startEphemeral(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
+	if !s.member.clustered {
+		return etcd.Start(ctx, m)
+	}
+	clientTLS := EtcdClientTLS(s.cfg.DataDir)
+	cli, err := etcd.NewClient([]string{durable.Member.ClientURL()}, clientTLS)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return etcd.StartEphemeral(ctx, cli, m, clientTLS, func(msg string) { s.step("%s", msg) })
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the

@@ -115,14 +115,15 @@ type leafSpec struct {
 
 // leaves are every leaf certificate, with the CA that signs it.
 func (c *certs) leaves(names servingNames) []leafSpec {
-	loopback := []net.IP{net.IPv6loopback}
 	return []leafSpec{
 		{&c.apiserver, c.cluster.Authority, pki.Leaf{Name: "apiserver", CommonName: "kube-apiserver", Server: true, DNSNames: names.DNSNames, IPs: names.IPs}},
 		{&c.kubeletClient, c.cluster.Authority, pki.Leaf{Name: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"k1m:kubelet-api-admins"}, Client: true}},
 		{&c.admin, c.cluster.Authority, pki.Leaf{Name: "admin", CommonName: "k1m-admin", Organization: []string{"system:masters"}, Client: true}},
 		{&c.controllerManager, c.cluster.Authority, pki.Leaf{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true}},
 		{&c.scheduler, c.cluster.Authority, pki.Leaf{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true}},
-		{&c.etcdServer, c.etcd.Authority, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true, DNSNames: []string{"localhost"}, IPs: loopback}},
+		// Every address of the host: other servers' etcds reach it there
+		// (peer and client TLS) when it is one of several.
+		{&c.etcdServer, c.etcd.Authority, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true, DNSNames: []string{"localhost"}, IPs: names.IPs}},
 		{&c.etcdClient, c.etcd.Authority, pki.Leaf{Name: "apiserver-etcd-client", CommonName: "kube-apiserver-etcd-client", Client: true}},
 		{&c.frontProxyClient, c.frontProxy.Authority, pki.Leaf{Name: "front-proxy-client", CommonName: "front-proxy-client", Client: true}},
 	}

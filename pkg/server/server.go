@@ -47,6 +47,7 @@ type Server struct {
 	hostIPs   []net.IP
 	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
 	memory    memoryPlan
+	member    membership
 }
 
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
@@ -69,6 +70,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	if err := s.phaseMemory(); err != nil {
+		return err
+	}
+	if s.member, err = s.phaseCluster(ctx); err != nil {
 		return err
 	}
 	token, err := s.phaseToken()
@@ -110,6 +114,11 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	}
 	if err := s.phasePublish(ctx, client, c, token); err != nil {
 		return err
+	}
+	if s.member.clustered {
+		if err := s.publishServer(ctx, client, token.Token, durable); err != nil {
+			return err
+		}
 	}
 	controllers, err := s.phaseControllers(ctx, c)
 	if err != nil {
@@ -242,6 +251,11 @@ func (s *Server) phaseToken() (serverToken, error) {
 		kept = &t
 	}
 	switch {
+	case s.cfg.JoinServer != "" && kept != nil:
+		return serverToken{Token: *kept}, nil
+	case s.cfg.JoinServer != "":
+		// The cluster's token: its bootstrap-token Secret exists.
+		return serverToken{Token: s.cfg.JoinToken}, nil
 	case s.cfg.Token != "" && kept != nil && kept.Secret != s.cfg.Token:
 		return serverToken{Token: pki.Token{Secret: s.cfg.Token}, create: true, replace: kept.TokenID()}, nil
 	case s.cfg.Token != "":

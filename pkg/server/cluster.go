@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/pkg/bootstrap"
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/fsutil"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// membership is this server's place in a multi-server cluster.
+type membership struct {
+	// clustered: the etcds serve other servers (peer TLS on the
+	// advertise address); false for a lone server.
+	clustered bool
+	// joining: the durable etcd has no data yet and joins the members at
+	// seeds as a learner.
+	joining bool
+	seeds   []string
+}
+
+// clusterMarker records in the data directory that the server is one of a
+// multi-server cluster, so that a restart without --cluster-init (or
+// --server) keeps its etcds reachable by the others.
+func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi-server") }
+
+func durableHasData(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "etcd", "member"))
+	return err == nil
+}
+
+// phaseCluster settles the membership; a joining server's first start
+// gets the cluster's shared files here, after checking that its
+// cluster-wide settings are the cluster's (refused before anything is
+// written, naming each flag that differs).
+func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
+	_, markerErr := os.Stat(clusterMarker(s.cfg.DataDir))
+	marked := markerErr == nil
+	m := membership{clustered: marked || s.cfg.ClusterInit || s.cfg.JoinServer != ""}
+	if s.cfg.JoinServer != "" && !durableHasData(s.cfg.DataDir) {
+		if !marked && fileExists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
+			return membership{}, fmt.Errorf("--server: %s holds a cluster of its own (a lone or first server's CAs): a joining server needs an empty --data-dir (or start this one without --server)", s.cfg.DataDir)
+		}
+		seeds, err := s.fetchClusterFiles(ctx)
+		if err != nil {
+			return membership{}, err
+		}
+		m.joining, m.seeds = true, seeds
+	}
+	if m.clustered && !marked {
+		how := "--cluster-init"
+		if s.cfg.JoinServer != "" {
+			how = "joined " + s.cfg.JoinServer
+		}
+		if err := fsutil.WriteFile(clusterMarker(s.cfg.DataDir), []byte(how+"\n"), 0o600); err != nil {
+			return membership{}, err
+		}
+	}
+	return m, nil
+}
+
+// fetchClusterFiles joins the way an agent does (the token pins the CA),
+// checks the settings, and writes the shared files the token opens.
+func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
+	token := s.cfg.JoinToken
+	s.step("joining the cluster of %s with token %s", s.cfg.JoinServer, token.TokenID())
+	found, err := join.Discover(ctx, s.cfg.JoinServer, token)
+	if err != nil {
+		return nil, joinFlagError(err)
+	}
+	fetched, err := join.FetchServerBootstrap(ctx, s.cfg.JoinServer, found.CAPEM, token)
+	if err != nil {
+		return nil, joinFlagError(err)
+	}
+	bundle, err := bootstrap.Open(fetched.Sealed, token.TokenID(), token.Secret)
+	if errors.Is(err, bootstrap.ErrWrongToken) {
+		return nil, fmt.Errorf("--token: %w: join servers with a server's DATA-DIR/token", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClusterSettings(s.cfg, found.Settings, bundle.SecretsEncryption); err != nil {
+		return nil, err
+	}
+	if err := bundle.Write(TLSDir(s.cfg.DataDir)); err != nil {
+		return nil, err
+	}
+	s.step("got the cluster's CAs and keys; its durable etcd members: %s", strings.Join(fetched.DurableEtcdURLs(), ", "))
+	return fetched.DurableEtcdURLs(), nil
+}
+
+// joinFlagError names the joining server's flag for a join error.
+func joinFlagError(err error) error {
+	var je *join.Error
+	if !errors.As(err, &je) {
+		return err
+	}
+	if je.Input == join.InputToken {
+		return fmt.Errorf("--token: %v", je.Err)
+	}
+	return fmt.Errorf("--server: %v", je.Err)
+}
+
+// checkClusterSettings refuses a joining server whose cluster-wide
+// settings differ from the cluster's: every server runs the same
+// controllers and kubelet profile over one datastore.
+func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, secretsEncryption bool) error {
+	var errs []error
+	differs := func(flag, mine, theirs string) {
+		if mine != theirs {
+			errs = append(errs, fmt.Errorf("%s %s differs from the cluster's %s: every server of a cluster has the same; start this one with %s=%s", flag, mine, theirs, flag, theirs))
+		}
+	}
+	differs("--node-lease-renew-interval", cfg.Lease.RenewInterval.String(), cluster.RenewInterval.String())
+	differs("--cluster-domain", cfg.ClusterDomain, cluster.ClusterDomain)
+	differs("--cluster-cidr", cfg.ClusterCIDR, cluster.ClusterCIDR)
+	differs("--service-cidr", cfg.ServiceCIDR, cluster.ServiceCIDR)
+	differs("--secrets-encryption", fmt.Sprint(cfg.SecretsEncryption), fmt.Sprint(secretsEncryption))
+	return errors.Join(errs...)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// publishServer seals this server's copy of the shared files under its
+// token and records where its durable etcd serves: what the next joining
+// server reads.
+func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface, token pki.Token, durable *etcd.Running) error {
+	bundle, err := bootstrap.Read(TLSDir(s.cfg.DataDir), s.cfg.SecretsEncryption)
+	if err != nil {
+		return err
+	}
+	sealed, err := bootstrap.Seal(bundle, token.TokenID(), token.Secret)
+	if err != nil {
+		return err
+	}
+	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, durable.Member.AdvertisedClientURL())
+}
