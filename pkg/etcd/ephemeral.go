@@ -34,12 +34,12 @@ const ephemeralJoinTimeout = 30 * time.Second
 func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, clientTLS TLS, report func(string)) (*Running, error) {
 	session, err := concurrency.NewSession(durable, concurrency.WithTTL(30), concurrency.WithContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("no-fsync etcd %s: a session with the durable etcd: %w", m.Name, err)
+		return nil, fmt.Errorf("%s: a session with the durable etcd: %w", m.label(), err)
 	}
 	defer session.Close()
 	lock := concurrency.NewMutex(session, EphemeralPrefix+"lock")
 	if err := lock.Lock(ctx); err != nil {
-		return nil, fmt.Errorf("no-fsync etcd %s: taking the start lock in the durable etcd: %w", m.Name, err)
+		return nil, fmt.Errorf("%s: taking the start lock in the durable etcd: %w", m.label(), err)
 	}
 	defer lock.Unlock(context.Background())
 	others, err := ephemeralMembers(ctx, durable, m.Name)
@@ -54,7 +54,7 @@ func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, cli
 			}
 			return r, err
 		}
-		report(fmt.Sprintf("no-fsync etcd %s: the other servers' members (%s) did not take it (%v): starting a new no-fsync cluster; Leases and Events start over", m.Name, strings.Join(others, ", "), err))
+		report(fmt.Sprintf("%s: the other servers' members (%s) did not take it (%v): starting a new no-fsync cluster; Leases and Events start over", m.label(), strings.Join(others, ", "), err))
 	}
 	r, err := Start(ctx, m)
 	if err != nil {
@@ -117,7 +117,7 @@ func recordEphemeral(ctx context.Context, durable *clientv3.Client, m Member, ne
 		}
 	}
 	if _, err := durable.Put(pctx, ephemeralMemberKey(m.Name), m.AdvertisedClientURL()); err != nil {
-		return fmt.Errorf("recording no-fsync etcd %s in the durable etcd: %w", m.Name, err)
+		return fmt.Errorf("recording %s in the durable etcd: %w", m.label(), err)
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 			// etcd takes one learner at a time, and a new member only once
 			// every voting member has been connected for 5 s: another
 			// server is joining, or has just joined.
-			report(fmt.Sprintf("etcd %s: the cluster takes no new member yet (%v): another server is joining or has just joined; retrying in 2s", m.Name, err))
+			report(fmt.Sprintf("%s: the cluster takes no new member yet (%v): another server is joining or has just joined; retrying in 2s", m.label(), err))
 			if err := sleep(ctx, 2*time.Second); err != nil {
 				return Member{}, err
 			}
@@ -100,7 +100,7 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 		}
 		m.InitialCluster = initialCluster(added, m.Name)
 		m.JoinExisting = true
-		report(fmt.Sprintf("etcd %s: added as a learner to the cluster of %s", m.Name, strings.Join(names(added.Members), ", ")))
+		report(fmt.Sprintf("%s: added as a learner to the cluster of %s", m.label(), strings.Join(names(added.Members), ", ")))
 		return m, nil
 	}
 }
@@ -111,7 +111,7 @@ func removeStaleSelf(ctx context.Context, cli *clientv3.Client, members []Member
 	for _, other := range members {
 		switch {
 		case slices.Contains(other.PeerURLs, m.PeerURL()):
-			report(fmt.Sprintf("etcd %s: removing this server's own member entry from before (id %x, %s): it lost its data, and joins again", m.Name, other.ID, m.PeerURL()))
+			report(fmt.Sprintf("%s: removing this server's own member entry from before (id %x, %s): it lost its data, and joins again", m.label(), other.ID, m.PeerURL()))
 			if err := removeMember(ctx, cli, other.ID); err != nil {
 				return err
 			}
@@ -220,14 +220,14 @@ func (r *Running) Promote(ctx context.Context, endpoints []string, tls TLS, repo
 					return err
 				}
 			}
-			report(fmt.Sprintf("etcd %s: promoted to a voting member after %s", r.Member.Name, time.Since(start).Round(time.Millisecond)))
+			report(fmt.Sprintf("%s: promoted to a voting member after %s", r.Member.label(), time.Since(start).Round(time.Millisecond)))
 			return nil
 		case errors.Is(err, rpctypes.ErrMemberLearnerNotReady):
 			// Still catching up with the leader's log.
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
-			report(fmt.Sprintf("etcd %s: promotion refused (%v); retrying", r.Member.Name, err))
+			report(fmt.Sprintf("%s: promotion refused (%v); retrying", r.Member.label(), err))
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
@@ -266,7 +266,7 @@ func (r *Running) SetPeerURL(ctx context.Context, tls TLS) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if _, err := cli.MemberUpdate(ctx, uint64(self.ID), []string{want}); err != nil {
-		return false, fmt.Errorf("etcd %s: moving its peer URL from %s to %s: %w", r.Member.Name, strings.Join(self.PeerURLs, ","), want, err)
+		return false, fmt.Errorf("%s: moving its peer URL from %s to %s: %w", r.Member.label(), strings.Join(self.PeerURLs, ","), want, err)
 	}
 	return true, nil
 }
@@ -360,4 +360,13 @@ func memberNames(members []MemberInfo) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// label names the member in messages: both etcds of a server of several
+// carry the server's name.
+func (m Member) label() string {
+	if m.NoFsync {
+		return "no-fsync etcd " + m.Name
+	}
+	return "etcd " + m.Name
 }

@@ -76,20 +76,21 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephem
 
 // localControllerArgs are shared by the controller-manager and the
 // scheduler: one kubeconfig for everything, serving on loopback only, and
-// no leader election (one server).
-func localControllerArgs(kubeconfig string) []string {
+// leader election only when there are several servers (a lone server's
+// would renew a Lease every 2 s for nothing).
+func localControllerArgs(kubeconfig string, leaderElect bool) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--bind-address=::1",
-		"--leader-elect=false",
+		"--leader-elect=" + strconv.FormatBool(leaderElect),
 		"--profiling=false",
 	}
 }
 
-func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs) []string {
-	return append(append(localControllerArgs(kubeconfig),
+func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs, leaderElect bool) []string {
+	return append(append(localControllerArgs(kubeconfig, leaderElect),
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+cfg.ClusterCIDR,
 		"--node-cidr-mask-size-ipv6="+strconv.Itoa(config.DefaultNodeMask),
@@ -104,8 +105,8 @@ func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubecon
 	), leaseDurationArgs(lease)...)
 }
 
-func schedulerArgs(kubeconfig string) []string {
-	return localControllerArgs(kubeconfig)
+func schedulerArgs(kubeconfig string, leaderElect bool) []string {
+	return localControllerArgs(kubeconfig, leaderElect)
 }
 
 // apiURL is the https URL of kube-apiserver at host.

@@ -101,7 +101,7 @@ func TestControllerArgs(t *testing.T) {
 	}
 	local := []string{"--kubeconfig=/k", "--authentication-kubeconfig=/k", "--authorization-kubeconfig=/k",
 		"--bind-address=::1", "--leader-elect=false", "--profiling=false"}
-	equalArgs(t, "kube-controller-manager", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts()), append(slices.Clone(local),
+	equalArgs(t, "kube-controller-manager", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts(), false), append(slices.Clone(local),
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+config.DefaultClusterCIDR,
 		"--node-cidr-mask-size-ipv6=64",
@@ -115,5 +115,10 @@ func TestControllerArgs(t *testing.T) {
 		"--node-monitor-grace-period=2m30s",
 		"--node-lease-duration=2m0s",
 	))
-	equalArgs(t, "kube-scheduler", schedulerArgs("/k"), local)
+	equalArgs(t, "kube-scheduler", schedulerArgs("/k", false), local)
+	// One of several servers: exactly one active of each, by leader election.
+	elected := slices.Clone(local)
+	elected[4] = "--leader-elect=true"
+	equalArgs(t, "kube-scheduler of one of several servers", schedulerArgs("/k", true), elected)
+	equalArgs(t, "kube-controller-manager of one of several servers", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts(), true)[:len(local)], elected)
 }

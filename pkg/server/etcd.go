@@ -111,7 +111,7 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 		durable.Stop()
 		return nil, err
 	} else if moved {
-		s.step("etcd %s: now reachable by other servers at %s (--cluster-init)", m.Name, m.PeerURL())
+		s.step("etcd %s: now reachable by other servers at %s (--cluster-init)", m.Name, durable.Member.PeerURL())
 	}
 	seeds := s.member.seeds
 	if !s.member.joining {

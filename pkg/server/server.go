@@ -354,8 +354,8 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, 
 		name string
 		args []string
 	}{
-		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c)},
-		{componentargs.Scheduler.Name, schedulerArgs(schedPath)},
+		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c, s.member.clustered)},
+		{componentargs.Scheduler.Name, schedulerArgs(schedPath, s.member.clustered)},
 	} {
 		ch := multicall.Start(ctx, component.name, componentargs.Merge(component.args, s.cfg.PassThrough[component.name]))
 		go func() { done <- <-ch }()
