@@ -7,7 +7,9 @@ GO        ?= go
 K1M_BUILD  = $(GO) run ./cmd/k1m-build
 K1M_FLAGS  = --out $(OUT)
 
-NODES     ?= 1
+# make cluster's size; empty: 1 server, and as many nodes as servers.
+SERVERS   ?=
+NODES     ?=
 # FLAVOR=stock runs the same cluster from the unpatched build (make build-stock).
 FLAVOR    ?= k1m
 K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
@@ -39,11 +41,18 @@ images: deps-cluster ## build the image archives nodes import (pause, CoreDNS, b
 
 build-k1m: build
 
-cluster: deps-cluster build-$(FLAVOR) images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces); FLAVOR=stock for the unpatched build
-	NODES=$(NODES) K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster IMAGES_DIR=$(OUT)/images hack/cluster.sh up
+# The local cluster harness (cmd/k1m-cluster, pkg/localcluster), built
+# rather than go run: go run turns every exit code into 1.
+K1M_CLUSTER       = $(OUT)/tools/k1m-cluster
+BUILD_K1M_CLUSTER = CGO_ENABLED=0 $(GO) build -o $(K1M_CLUSTER) ./cmd/k1m-cluster
 
-cluster-down: ## stop the local cluster: no process, mount, netns or iptables rule is left (data is kept)
-	K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster hack/cluster.sh down
+cluster: deps-cluster build-$(FLAVOR) images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces); SERVERS=n: n servers, each in its own namespace and memory cgroup (NODES counts them); FLAVOR=stock for the unpatched build
+	$(BUILD_K1M_CLUSTER)
+	SERVERS=$(SERVERS) NODES=$(NODES) K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster IMAGES_DIR=$(OUT)/images $(K1M_CLUSTER) up
+
+cluster-down: ## stop the local cluster: no process, mount, netns, cgroup or iptables rule is left (data is kept)
+	$(BUILD_K1M_CLUSTER)
+	K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster $(K1M_CLUSTER) down
 
 deps-conformance: ## install what building the conformance test images needs (debootstrap)
 	@hack/install-deps.sh build cluster conformance
@@ -58,7 +67,8 @@ CONFORMANCE       = $(OUT)/conformance/bin/k1m-conformance run --kubeconfig $(KU
 	--repo-list $(OUT)/conformance/repo-list.yaml --out $(OUT)/conformance/results
 
 conformance: conformance-images ## run the suite as Sonobuoy does against the running make cluster: MODE=quick|non-disruptive-conformance|certified-conformance|k1m-curated
-	K1M=$(K1M_BIN) hack/cluster.sh import $(OUT)/conformance/images
+	$(BUILD_K1M_CLUSTER)
+	K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster $(K1M_CLUSTER) import $(OUT)/conformance/images
 	$(CONFORMANCE) --mode $(MODE) $(CONFORMANCE_ARGS)
 
 conformance-test: deps-cluster build images conformance-images ## make test's part: a 3-node cluster, MODE=quick then the curated specs, then down

@@ -4,13 +4,14 @@
 # quick mode and k1m's curated specs (leases, node lifecycle, events, watch
 # and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then the
 # cluster is taken down.
-# Thin glue around hack/cluster.sh and k1m-conformance.
+# Thin glue around hack/cluster.sh (which runs cmd/k1m-cluster) and
+# k1m-conformance.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-_output}
 export K1M=${K1M:-$OUT/bin/k1m}
-export NODES=3
+export SERVERS=1 NODES=3
 export CLUSTER_DIR=$OUT/conformance-test/cluster
 export DATA_ROOT=${DATA_ROOT:-/var/lib/k1m-conformance-test}
 export IMAGES_DIR=$OUT/images

@@ -56,6 +56,17 @@ const (
 	NodeNetwork = "fddf:4035:b520::/64"
 )
 
+// The names `make cluster` (pkg/localcluster) gives what it creates on the
+// machine, which the integration tests look for after it is taken down:
+// the bridge joining the nodes, and the network namespaces (and node
+// names) of its agents (LocalAgentPrefix + index) and of its servers when
+// it runs several (LocalServerPrefix + index).
+const (
+	LocalBridge       = "k1m-nodes"
+	LocalAgentPrefix  = "k1m-node-"
+	LocalServerPrefix = "k1m-server-"
+)
+
 // Ports no flag moves: the kubelet's on every node, and the loopback
 // listeners of docs/security.md. The config checks refuse a flag that
 // collides with one; the server checks them free before it starts.
