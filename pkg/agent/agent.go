@@ -60,7 +60,19 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err := preflight.Kernel("/"); err != nil {
 		return err
 	}
-	settings, bootstrapping, err := joinOrResume(ctx, cfg, p, nodeName, nodeIP, out)
+	// The balancer first: a resumed node reads k1m-cluster through it, and
+	// every kubeconfig of the node names it (apiURL); only the join itself
+	// uses --server. It stops with the node agent.
+	balancerCtx, stopBalancer := context.WithCancel(ctx)
+	defer stopBalancer()
+	lb, apiURL, err := startBalancer(balancerCtx, cfg, p, nodeName, out)
+	if err != nil {
+		return err
+	}
+	if lb != nil {
+		defer lb.Close()
+	}
+	settings, bootstrapping, err := joinOrResume(ctx, cfg, p, nodeName, nodeIP, apiURL, out)
 	if err != nil {
 		return err
 	}
@@ -124,6 +136,10 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if lb != nil {
+		// Through the balancer itself, with the node's own certificate.
+		lb.Follow(balancerCtx, client)
+	}
 	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir()}.Run(ctx, client)
 	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
 	proxy := multicall.Start(componentsCtx, componentargs.KubeProxy.Name, componentargs.Merge(proxyArgs(p, nodeName, cfg.ProxyMode, settings.ClusterCIDR), passThrough[componentargs.KubeProxy.Name]))
@@ -172,11 +188,19 @@ func waitStopped(timeout time.Duration, components ...<-chan error) {
 
 // joinOrResume gets the cluster's settings: with the node's own
 // credentials when it has valid ones, else by joining with the token
-// (which then must be given). bootstrapping tells which.
-func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, nodeIP string, out io.Writer) (join.Settings, bool, error) {
+// (which then must be given). bootstrapping tells which. The join talks
+// to --server; the node's kubeconfigs name apiURL.
+func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, nodeIP, apiURL string, out io.Writer) (join.Settings, bool, error) {
 	expires, why := p.ownCredentials(time.Now())
 	if why == nil {
 		fmt.Fprintf(out, "k1m agent: node %s starts on its own client certificate (valid until %s); no token needed\n", nodeName, expires.UTC().Format(time.RFC3339))
+		was, err := pointKubeconfigAt(p.kubeletKubeconfig(), apiURL)
+		if err != nil {
+			return join.Settings{}, false, err
+		}
+		if was != "" {
+			fmt.Fprintf(out, "k1m agent: %s named %s: it names %s now\n", p.kubeletKubeconfig(), was, apiURL)
+		}
 		settings, err := join.ReadSettings(ctx, p.kubeletKubeconfig())
 		return settings, false, err
 	}
@@ -195,7 +219,8 @@ func joinOrResume(ctx context.Context, cfg config.Agent, p paths, nodeName, node
 	if err := fsutil.WriteFile(p.caFile(), found.CAPEM, 0o644); err != nil {
 		return join.Settings{}, false, err
 	}
-	boot := kubeconfig.Build(cfg.Server, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
+	// The kubelet copies this server into the kubeconfig it writes.
+	boot := kubeconfig.Build(apiURL, found.CAPEM, "kubelet-bootstrap", kubeconfig.Credentials{Token: token.Secret})
 	return found.Settings, true, kubeconfig.Write(p.bootstrapKubeconfig(), boot)
 }
 

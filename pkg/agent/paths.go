@@ -19,3 +19,7 @@ func (p paths) containerdState() string     { return filepath.Join(p.run, "conta
 func (p paths) containerdLog() string       { return filepath.Join(p.data, "containerd.log") }
 func (p paths) cniConfDir() string          { return filepath.Join(p.data, "cni", "net.d") }
 func (p paths) cniIPAMDir() string          { return filepath.Join(p.data, "cni", "ipam") }
+
+// loadBalancerState keeps the API servers the cluster published last
+// (pkg/agent/loadbalancer).
+func (p paths) loadBalancerState() string { return filepath.Join(p.data, "apiservers.json") }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"k1m.dev/k1m/pkg/componentargs"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -59,7 +60,7 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.DataDir, "data-dir", a.DataDir, "where the agent keeps the kubelet's state, containerd's images and its certificates")
 	fs.StringVar(&a.RunDir, "run-dir", a.RunDir, "where the agent keeps sockets and runtime state (under /run)")
 	fs.StringVar(&a.PodLogsDir, "pod-logs-dir", a.PodLogsDir, "where the kubelet writes container logs; one per node when several share a machine")
-	fs.StringVar(&a.Server, "server", a.Server, "URL of the k1m server, e.g. https://[fddf:4035:b520::1]:6443")
+	fs.StringVar(&a.Server, "server", a.Server, fmt.Sprintf("URL of a k1m server, e.g. https://[fddf:4035:b520::1]:6443: needed only to join; afterwards the agent follows the cluster's API servers (its load balancer on [::1]:%d) and tries this one last", constants.AgentLoadBalancerPort))
 	fs.StringVar(&a.Token, "token", a.Token, "join token (k1m token create, or the server's DATA-DIR/token), needed only until the node has its own certificate (default: $K1M_TOKEN, which ps does not show)")
 	fs.StringVar(&a.TokenFile, "token-file", a.TokenFile, "file holding the join token, read at the join and deleted once the node has its own certificate (no join credential stays on the machine)")
 	fs.StringVar(&a.NodeName, "node-name", a.NodeName, "name of this node (default: the hostname)")
@@ -110,7 +111,9 @@ func (a *Agent) Validate() error {
 	if !filepath.IsAbs(a.PodLogsDir) {
 		add(fmt.Errorf("--pod-logs-dir %q: want an absolute directory path, e.g. /var/log/pods", a.PodLogsDir))
 	}
-	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" {
+	// A path cannot follow the node's requests: after the join they go
+	// through the agent's load balancer, a TCP proxy to host:port.
+	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
 		add(fmt.Errorf("--server %q: want the server's https URL, e.g. https://[fddf:4035:b520::1]:6443", a.Server))
 	}
 	// An empty token is fine here: a node with valid credentials of its
