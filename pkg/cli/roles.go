@@ -32,6 +32,31 @@ func newServerCommand() *cobra.Command {
 		},
 	}
 	cfg.AddFlags(cmd.Flags())
+	cmd.AddCommand(newServerRemoveCommand())
+	return cmd
+}
+
+// newServerRemoveCommand is `k1m server remove NAME`, run on another
+// server of the cluster.
+func newServerRemoveCommand() *cobra.Command {
+	defaults := config.DefaultServer()
+	o := server.RemoveOptions{DataDir: defaults.DataDir, EtcdPort: defaults.EtcdPort, EphemeralEtcdPort: defaults.EphemeralEtcdPort}
+	cmd := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Take the server NAME out of its multi-server cluster (its etcd members, records and Node); run on another server",
+		Long: "Removes NAME's member of the durable etcd (refused, with nothing changed, when the members left could not\n" +
+			"keep a quorum), its member of the no-fsync etcd, its records and its Node. Stop NAME first; to bring it\n" +
+			"back, start it with an empty --data-dir and --server, --token.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			return server.RemoveServer(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "the data directory of the server this runs on (its etcd client certificate and admin kubeconfig)")
+	fs.IntVar(&o.EtcdPort, "etcd-port", o.EtcdPort, "that server's --etcd-port")
+	fs.IntVar(&o.EphemeralEtcdPort, "ephemeral-etcd-port", o.EphemeralEtcdPort, "that server's --ephemeral-etcd-port")
 	return cmd
 }
 

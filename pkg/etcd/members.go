@@ -272,7 +272,8 @@ func (r *Running) SetPeerURL(ctx context.Context, tls TLS) (bool, error) {
 }
 
 // Remove takes the member called name out of the cluster the endpoints
-// reach. It refuses when what remains could not keep a quorum: fewer
+// reach (the first: the member of the server running the removal, which
+// it refuses to remove). It refuses when what remains could not keep a quorum: fewer
 // voting members answering than a majority of those left, or no member
 // left at all.
 func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error {
@@ -292,7 +293,10 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 		}
 	}
 	if target < 0 {
-		return fmt.Errorf("no etcd member is called %q (members: %s)", name, strings.Join(memberNames(members), ", "))
+		return fmt.Errorf("%w: no etcd member is called %q (members: %s)", ErrNoSuchMember, name, strings.Join(memberNames(members), ", "))
+	}
+	if self, err := localMemberID(ctx, cli, endpoints[0]); err == nil && self == members[target].ID {
+		return fmt.Errorf("%s is the server this runs on (its etcd at %s): run the removal on another server", name, endpoints[0])
 	}
 	if err := checkQuorumAfterRemoval(ctx, members, target, func(ctx context.Context, m MemberInfo) bool { return answers(ctx, cli, m) }); err != nil {
 		return err
@@ -309,6 +313,19 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 			return err
 		}
 	}
+}
+
+// ErrNoSuchMember says no member has the name.
+var ErrNoSuchMember = errors.New("no such member")
+
+func localMemberID(ctx context.Context, cli *clientv3.Client, endpoint string) (uint64, error) {
+	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	status, err := cli.Status(sctx, endpoint)
+	if err != nil {
+		return 0, err
+	}
+	return status.Header.MemberId, nil
 }
 
 // checkQuorumAfterRemoval refuses a removal that leaves too few voting

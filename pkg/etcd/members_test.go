@@ -145,8 +145,12 @@ func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
 		t.Errorf("after removing server-c: members %+v, want %+v", got, want)
 	}
 	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-z")
-	if err == nil || err.Error() != `no etcd member is called "server-z" (members: server-a, server-b)` {
+	if !errors.Is(err, ErrNoSuchMember) || err.Error() != `no such member: no etcd member is called "server-z" (members: server-a, server-b)` {
 		t.Errorf("Remove of an unknown member: %v", err)
+	}
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-a")
+	if err == nil || err.Error() != "server-a is the server this runs on (its etcd at "+a.ClientURL()+"): run the removal on another server" {
+		t.Errorf("Remove of the member it runs on: %v", err)
 	}
 }
 
