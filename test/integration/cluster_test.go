@@ -1,6 +1,7 @@
 // Package integration starts a real k1m cluster from the built binary
-// (k1m server + two agents, each in its own network namespace, via
-// hack/cluster.sh) and checks it through the API and both etcds.
+// (k1m server + two agents, each in its own network namespace, via the
+// local cluster harness, pkg/localcluster) and checks it through the API
+// and both etcds.
 // It needs root, `make build` and `make images`; `make integration` runs it.
 package integration
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/localcluster"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -40,23 +42,25 @@ type cluster struct {
 	t                               *testing.T    // the top test, for helpers that fail it
 }
 
-func (c *cluster) script(t *testing.T, verb string, args ...string) {
+// harness is the local cluster harness for this cluster, with the server
+// flags of the moment (a test changes c.renew between server starts).
+func (c *cluster) harness(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	cmd := c.scriptCommand(verb, args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("hack/cluster.sh %s: %v", verb, err)
+	h, err := localcluster.New(localcluster.Options{Nodes: nodes, K1M: c.k1m, ClusterDir: c.clusterDir, DataRoot: c.dataRoot,
+		ImagesDir:  filepath.Join(c.root, "_output", "images"),
+		ServerArgs: append([]string{"--node-lease-renew-interval=" + c.renew.String()}, c.securityServerArgs()...)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return h
 }
 
-// scriptCommand is hack/cluster.sh VERB ARGS for this cluster.
-func (c *cluster) scriptCommand(verb string, args ...string) *exec.Cmd {
-	cmd := exec.Command("hack/cluster.sh", append([]string{verb}, args...)...)
-	cmd.Dir = c.root
-	cmd.Env = append(os.Environ(), fmt.Sprintf("NODES=%d", nodes), "K1M="+c.k1m, "CLUSTER_DIR="+c.clusterDir,
-		"DATA_ROOT="+c.dataRoot, "IMAGES_DIR="+filepath.Join(c.root, "_output", "images"),
-		"SERVER_ARGS=--node-lease-renew-interval="+c.renew.String()+" "+c.securityServerArgs())
-	return cmd
+// must fails t when a harness step failed.
+func must(t *testing.T, step string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
 }
 
 func (c *cluster) kubectl(args ...string) (string, error) {
@@ -75,7 +79,7 @@ func TestCluster(t *testing.T) {
 	}
 	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	// Logs stay in _output/integration for a look after a failure; the
-	// data goes (mounts released by cluster.sh down first).
+	// data goes (mounts released by the harness's Down first).
 	clusterDir := filepath.Join(root, "_output", "integration")
 	os.RemoveAll(clusterDir)
 	dataRoot, err := os.MkdirTemp("", "k1m-integration-")
@@ -90,12 +94,12 @@ func TestCluster(t *testing.T) {
 		if t.Failed() {
 			dumpLogs(t, c.clusterDir)
 		}
-		c.script(t, "down")
+		must(t, "down", c.harness(t).Down(context.Background()))
 		checkNothingLeft(t, dataRoot)
 		os.RemoveAll(dataRoot)
 	}()
 	leaveStaleNamespace(t)
-	c.script(t, "up")
+	must(t, "up", c.harness(t).Up(context.Background()))
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +132,8 @@ func TestCluster(t *testing.T) {
 	t.Run("LeaseProfileChange", func(t *testing.T) { testLeaseProfileChange(ctx, t, c) })
 }
 
-// leaveStaleNamespace makes what a cluster killed without hack/cluster.sh
-// down leaves behind: an empty k1m-node-1 network namespace. up must clear
+// leaveStaleNamespace makes what a cluster killed without the harness's
+// Down leaves behind: an empty k1m-node-1 network namespace. up must clear
 // it (a CI run once failed with "Cannot create namespace file
 // /run/netns/k1m-node-1: File exists").
 func leaveStaleNamespace(t *testing.T) {
@@ -205,7 +209,7 @@ func k1mProcesses() string {
 }
 
 // checkNothingLeft wants no k1m process, node namespace, mount, cgroup or
-// KUBE-* packet-filter chain after hack/cluster.sh down.
+// KUBE-* packet-filter chain after the harness's Down.
 func checkNothingLeft(t *testing.T, dataRoot string) {
 	if left := k1mProcesses(); left != "" {
 		t.Errorf("processes left after down:\n%s", left)

@@ -57,7 +57,7 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 	if before == 0 {
 		t.Fatal("no ConfigMap write was acknowledged before the crash")
 	}
-	c.script(t, "restart-server")
+	must(t, "restart-server", c.harness(t).RestartServer(ctx, 1))
 	crashed := time.Now()
 	ready := waitAPIServerReady(ctx, t, c)
 	t.Logf("kube-apiserver ready %s after the kill", ready.Sub(crashed).Round(time.Second))

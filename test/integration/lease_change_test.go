@@ -27,7 +27,7 @@ import (
 // readiness.)
 func testLeaseProfileChange(ctx context.Context, t *testing.T, c *cluster) {
 	stopServerCleanly(t, c)
-	out, err := c.scriptOutput("run-server", "--node-lease-renew-interval=3s")
+	out, err := c.runServer(t, "--node-lease-renew-interval=3s")
 	if err == nil {
 		t.Fatalf("the server accepted a renew interval of 3s on a cluster at 5s:\n%s", tail([]byte(out)))
 	}
@@ -37,7 +37,7 @@ func testLeaseProfileChange(ctx context.Context, t *testing.T, c *cluster) {
 	}
 
 	c.renew = 4 * time.Second
-	c.script(t, "start-server")
+	must(t, "start-server", c.harness(t).StartServer(ctx, 1))
 	waitAPIServerReady(ctx, t, c)
 	flaps := watchNotReady(ctx, t, c.client)
 	start := time.Now()

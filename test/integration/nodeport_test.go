@@ -20,7 +20,7 @@ import (
 // Service that selects only that pod, from a client on the same agent, at
 // every node's address. The server's address is the case that used to
 // fail: the server DNATs the packet back towards the node it came from, the
-// bridge joining the nodes (hack/cluster.sh) forwards it as a bridged frame
+// bridge joining the nodes (pkg/localcluster) forwards it as a bridged frame
 // and, without hairpin on the port, drops it. Conformance's "session
 // affinity work for NodePort service" failed whenever it picked that pair.
 // Runs after testServiceAcrossNodes, which leaves one web pod per agent.

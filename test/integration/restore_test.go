@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -27,11 +28,20 @@ const leaseBackoff = 7 * time.Second
 
 func (c *cluster) serverData() string { return filepath.Join(c.dataRoot, "server") }
 
-// scriptOutput runs a hack/cluster.sh verb and returns what it printed and
-// whether it exited 0.
-func (c *cluster) scriptOutput(verb string, args ...string) (string, error) {
-	out, err := c.scriptCommand(verb, args...).CombinedOutput()
-	return string(out), err
+// runServer runs the stopped server in the foreground with extra flags
+// and returns what it printed and whether it exited 0.
+func (c *cluster) runServer(t *testing.T, flags ...string) (string, error) {
+	var out bytes.Buffer
+	err := c.harness(t).RunServer(context.Background(), &out, flags...)
+	return out.String(), err
+}
+
+// resetServer runs the stopped server once with --cluster-reset,
+// restoring snapshot, and returns what it printed and whether it exited 0.
+func (c *cluster) resetServer(t *testing.T, snapshot string) (string, error) {
+	var out bytes.Buffer
+	err := c.harness(t).ResetServer(context.Background(), &out, snapshot)
+	return out.String(), err
 }
 
 // stopServerCleanly stops the server with SIGTERM and wants its log to end
@@ -39,7 +49,7 @@ func (c *cluster) scriptOutput(verb string, args ...string) (string, error) {
 func stopServerCleanly(t *testing.T, c *cluster) {
 	t.Helper()
 	start := time.Now()
-	c.script(t, "stop-server")
+	must(t, "stop-server", c.harness(t).StopServer(context.Background(), 1))
 	data, _ := os.ReadFile(filepath.Join(c.clusterDir, "server.log"))
 	// k1m's own lines from the last stop on; the components' log lines
 	// (klog's, starting with a level letter) may come in between.
@@ -65,7 +75,7 @@ func stopServerCleanly(t *testing.T, c *cluster) {
 // ready.
 func startServer(ctx context.Context, t *testing.T, c *cluster) time.Time {
 	t.Helper()
-	c.script(t, "start-server")
+	must(t, "start-server", c.harness(t).StartServer(ctx, 1))
 	return waitAPIServerReady(ctx, t, c)
 }
 
@@ -178,7 +188,7 @@ func testSnapshotRestore(ctx context.Context, t *testing.T, c *cluster) {
 	stopServerCleanly(t, c)
 	etcdDir := filepath.Join(c.serverData(), "etcd")
 	before := fileTree(etcdDir)
-	out2, err := c.scriptOutput("reset-server", truncated)
+	out2, err := c.resetServer(t, truncated)
 	want := "--cluster-reset-restore-path: snapshot " + truncated + " is truncated or not an etcd snapshot"
 	if err == nil || !strings.Contains(out2, want) || !strings.Contains(out2, "(nothing was changed)") {
 		t.Fatalf("restore of a truncated snapshot: %v, want a refusal with %q:\n%s", err, want, out2)
@@ -186,12 +196,12 @@ func testSnapshotRestore(ctx context.Context, t *testing.T, c *cluster) {
 	if after := fileTree(etcdDir); !reflect.DeepEqual(before, after) {
 		t.Fatalf("the refused restore changed %s", etcdDir)
 	}
-	if out2, err := c.scriptOutput("reset-server", snapshot); err != nil || !strings.Contains(out2, "cluster reset done (restored from "+snapshot+")") {
+	if out2, err := c.resetServer(t, snapshot); err != nil || !strings.Contains(out2, "cluster reset done (restored from "+snapshot+")") {
 		t.Fatalf("restore: %v\n%s", err, out2)
 	}
 	// Left in a unit file, --cluster-reset must not throw away what was
 	// written since by resetting again at the next start.
-	if out2, err := c.scriptOutput("reset-server", snapshot); err == nil || !strings.Contains(out2, "this server was reset already (restored from "+snapshot) {
+	if out2, err := c.resetServer(t, snapshot); err == nil || !strings.Contains(out2, "this server was reset already (restored from "+snapshot) {
 		t.Fatalf("a second reset: %v, want a refusal\n%s", err, out2)
 	}
 	ready := startServer(ctx, t, c)

@@ -36,7 +36,7 @@ import (
 	"k1m.dev/k1m/test/testutil"
 )
 
-// Settings the cluster under test is started with (cluster.script), so
+// Settings the cluster under test is started with (cluster.harness), so
 // that the security features and pass-through flags are on end to end.
 const (
 	serverURL            = "https://[fddf:4035:b520::1]:6443"
@@ -44,13 +44,13 @@ const (
 	passThroughTolerance = 123 // --kube-apiserver-arg=default-not-ready-toleration-seconds=123
 )
 
-func (c *cluster) securityServerArgs() string {
-	return strings.Join([]string{
+func (c *cluster) securityServerArgs() []string {
+	return []string{
 		"--secrets-encryption",
 		"--audit-log-path=" + c.auditLog(),
 		"--kubelet-arg=max-pods=" + strconv.Itoa(passThroughMaxPods),
 		"--kube-apiserver-arg=default-not-ready-toleration-seconds=" + strconv.Itoa(passThroughTolerance),
-	}, " ")
+	}
 }
 
 func (c *cluster) auditLog() string { return filepath.Join(c.dataRoot, "server", "audit", "audit.log") }
@@ -242,7 +242,7 @@ func testAgentRestartWithoutToken(ctx context.Context, t *testing.T, c *cluster)
 		t.Errorf("join credentials left on disk after the join: %v", boots)
 	}
 	restarted := time.Now()
-	c.script(t, "restart-agent", "1")
+	must(t, "restart-agent", c.harness(t).RestartAgent(ctx, 1))
 	testutil.Eventually(t, 2*time.Minute, "k1m-node-1 back on its own certificate", func() error {
 		log, _ := os.ReadFile(filepath.Join(c.clusterDir, "k1m-node-1.log"))
 		if n := strings.Count(string(log), "k1m agent: node k1m-node-1 starts on its own client certificate"); n != 1 {
