@@ -90,15 +90,15 @@ func cluster(verb string) (*localcluster.Cluster, error) {
 			dir = localcluster.DefaultClusterDir
 		}
 		if servers, nodes, ok := localcluster.ReadLayout(dir); ok {
-			o.Servers = cmp(o.Servers, servers)
-			o.Nodes = cmp(o.Nodes, nodes)
+			o.Servers = orRecorded(o.Servers, servers)
+			o.Nodes = orRecorded(o.Nodes, nodes)
 		}
 	}
 	return localcluster.New(o)
 }
 
-// cmp is v, or recorded when v is unset.
-func cmp(v, recorded int) int {
+// orRecorded is v, or recorded when v is unset.
+func orRecorded(v, recorded int) int {
 	if v == 0 {
 		return recorded
 	}
