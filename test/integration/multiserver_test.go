@@ -1,0 +1,437 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/localcluster"
+	"k1m.dev/k1m/pkg/server"
+	"k1m.dev/k1m/test/clustercheck"
+)
+
+const (
+	multiServers = 3
+	multiNodes   = 5 // each server's node and two agents
+)
+
+// multiCluster is a cluster of several servers under test.
+type multiCluster struct {
+	h       *localcluster.Cluster
+	k1m     string
+	clients []kubernetes.Interface // by server index - 1
+}
+
+func (m *multiCluster) client(i int) kubernetes.Interface { return m.clients[i-1] }
+
+// TestMultiServer runs 3 servers (--cluster-init, then two joined with
+// --server) and 2 agents, each in its own network namespace, and checks
+// the raft membership of both etcds, one active controller-manager and
+// scheduler, the agents following every API server, a server killed with
+// SIGKILL while a client writes through another, its rejoin, and the
+// refusals of a bad join or removal.
+func TestMultiServer(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (network namespaces, containerd)")
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	clusterDir := filepath.Join(root, "_output", "integration-multiserver")
+	os.RemoveAll(clusterDir)
+	dataRoot, err := os.MkdirTemp("", "k1m-multiserver-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1m := filepath.Join(root, "_output", "bin", "k1m")
+	h, err := localcluster.New(localcluster.Options{Servers: multiServers, Nodes: multiNodes, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
+		ImagesDir: filepath.Join(root, "_output", "images")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			dumpLogs(t, clusterDir)
+		}
+		must(t, "down", h.Down(context.Background()))
+		checkNothingLeft(t, dataRoot)
+		os.RemoveAll(dataRoot)
+	}()
+	must(t, "up", h.Up(context.Background()))
+	m := &multiCluster{h: h, k1m: k1m}
+	for i := 1; i <= multiServers; i++ {
+		cfg, err := clientcmd.BuildConfigFromFlags("", h.Server(i).AdminKubeconfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Timeout = 5 * time.Second
+		m.clients = append(m.clients, kubernetes.NewForConfigOrDie(cfg))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	t.Run("NodesReadyAndRaftMembers", func(t *testing.T) {
+		requireNodesReady(ctx, t, m.client(1), multiNodes)
+		m.requireMembers(ctx, t)
+	})
+	t.Run("OneControllerManagerAndScheduler", func(t *testing.T) { m.requireOneLeader(ctx, t) })
+	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
+	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
+	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
+	t.Run("RemoveRefusedWithoutQuorum", func(t *testing.T) { m.testRemoveRefused(ctx, t) })
+}
+
+func requireNodesReady(ctx context.Context, t *testing.T, client kubernetes.Interface, want int) {
+	t.Helper()
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, n := range list.Items {
+		if clustercheck.Ready(&n) {
+			ready++
+		}
+	}
+	if ready != want {
+		t.Errorf("%d of %d nodes Ready, want %d", ready, len(list.Items), want)
+	}
+}
+
+// serverNames are the servers' node (and etcd member) names.
+func (m *multiCluster) serverNames() []string {
+	var out []string
+	for i := 1; i <= multiServers; i++ {
+		out = append(out, m.h.Server(i).Name)
+	}
+	return out
+}
+
+// requireMembers wants every server a voting member of both etcds, seen
+// from server 1's durable etcd at its advertised address.
+func (m *multiCluster) requireMembers(ctx context.Context, t *testing.T) {
+	t.Helper()
+	s1 := m.h.Server(1)
+	tls := server.EtcdClientTLS(s1.DataDir)
+	for _, port := range []int{2379, 2381} {
+		url := fmt.Sprintf("https://[%s]:%d", s1.Addr, port)
+		var got []string
+		deadline := time.Now().Add(time.Minute)
+		for {
+			got = nil
+			cli, err := etcd.NewClient([]string{url}, tls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			members, err := etcd.Members(ctx, cli)
+			cli.Close()
+			for _, mem := range members {
+				name := mem.Name
+				if mem.IsLearner {
+					name += " (learner)"
+				}
+				got = append(got, name)
+			}
+			if err == nil && reflect.DeepEqual(got, m.serverNames()) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("etcd at %s: members %v (%v), want %v", url, got, err, m.serverNames())
+				break
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+}
+
+// leaders are the servers whose log says their controller-manager (or
+// scheduler) took the leader Lease, in the order of the logs' last such
+// line.
+func (m *multiCluster) leaders(component string) []int {
+	var out []int
+	for i := 1; i <= multiServers; i++ {
+		data, _ := os.ReadFile(m.h.Server(i).LogFile)
+		if strings.Contains(string(data), "successfully acquired lease kube-system/"+component) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (m *multiCluster) requireOneLeader(ctx context.Context, t *testing.T) {
+	for _, component := range []string{"kube-controller-manager", "kube-scheduler"} {
+		lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, component, metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			t.Errorf("Lease kube-system/%s: %v (no holder)", component, err)
+		}
+		if got := m.leaders(component); len(got) != 1 {
+			t.Errorf("%s: servers %v took the leader Lease, want exactly one", component, got)
+		}
+	}
+}
+
+// requireAgentsFollow wants every agent's load balancer to know every
+// API server (within 30 s: each follows the EndpointSlices once its node
+// has its own certificate).
+func (m *multiCluster) requireAgentsFollow(t *testing.T) {
+	var want []string
+	for i := 1; i <= multiServers; i++ {
+		want = append(want, fmt.Sprintf("[%s]:6443", m.h.Server(i).Addr))
+	}
+	sort.Strings(want)
+	for i := 1; i <= multiNodes-multiServers; i++ {
+		agent := m.h.Agent(i)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := balancerServers(agent.DataDir)
+			if err == nil && reflect.DeepEqual(got, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s's load balancer knows %v (%v), want %v", agent.Name, got, err, want)
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// balancerServers reads the server list an agent's load balancer saved.
+func balancerServers(dataDir string) ([]string, error) {
+	var state struct {
+		Servers []string `json:"servers"`
+	}
+	data, err := os.ReadFile(filepath.Join(dataDir, "apiservers.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &state)
+	}
+	sort.Strings(state.Servers)
+	return state.Servers, err
+}
+
+// testKillServer kills the server whose controller-manager leads, with
+// SIGKILL, while a client writes ConfigMaps through another server: the
+// writes go on within seconds (etcd elects a leader), no acknowledged
+// write is lost, another controller-manager takes over, no other node
+// goes NotReady, every Lease keeps renewing; the killed server starts
+// again and rejoins both etcds.
+func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
+	leaders := m.leaders("kube-controller-manager")
+	if len(leaders) != 1 {
+		t.Fatalf("controller-manager leaders %v, want one", leaders)
+	}
+	victim := leaders[0]
+	via := victim%multiServers + 1
+	client := m.client(via)
+	t.Logf("killing server %d (the controller-manager's leader); writing through server %d", victim, via)
+	flaps := watchNotReady(ctx, t, client)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "k1m-multiserver"}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := startWriter(ctx, client, ns.Name)
+	time.Sleep(5 * time.Second)
+	holder := leaseHolder(ctx, client, "kube-controller-manager")
+	killed := time.Now()
+	pidData, err := os.ReadFile(m.h.Server(victim).PidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(pidData), &pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Writes resume within seconds.
+	resumed := w.firstAckAfter(ctx, killed, 30*time.Second)
+	if resumed.IsZero() {
+		t.Fatalf("no write acknowledged within 30 s of the kill")
+	}
+	t.Logf("writes acknowledged again %s after the kill", resumed.Sub(killed).Round(time.Millisecond))
+	if gap := resumed.Sub(killed); gap > 15*time.Second {
+		t.Errorf("writes resumed %s after the kill, want within 15 s", gap)
+	}
+	// Another controller-manager takes the Lease.
+	deadline := time.Now().Add(60 * time.Second)
+	for leaseHolder(ctx, client, "kube-controller-manager") == holder {
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller-manager Lease is still %s's 60 s after its server died", holder)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("a new controller-manager leads %s after the kill", time.Since(killed).Round(time.Second))
+	// The killed server starts again and rejoins.
+	must(t, "start-server", m.h.StartServer(ctx, victim))
+	acked := w.stop()
+	m.requireMembers(ctx, t)
+	list, err := client.CoreV1().ConfigMaps(ns.Name).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, cm := range list.Items {
+		have[cm.Name] = true
+	}
+	for _, name := range acked {
+		if !have[name] {
+			t.Errorf("acknowledged write %s lost", name)
+		}
+	}
+	t.Logf("%d writes acknowledged, all kept", len(acked))
+	deadline = time.Now().Add(leaseDuration * 3)
+	for {
+		err := nodesRenewedAndReady(ctx, client, killed)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after the restart: %v", err)
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	victimNode := m.h.Server(victim).Name
+	for _, node := range flaps.stop() {
+		if node != victimNode {
+			t.Errorf("node %s went NotReady while server %d was down", node, victim)
+		} else {
+			t.Logf("the killed server's own node %s went NotReady (its kubelet died with it)", node)
+		}
+	}
+}
+
+func leaseHolder(ctx context.Context, client kubernetes.Interface, name string) string {
+	lease, err := client.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// writer creates ConfigMaps one after another and records the
+// acknowledged ones with their time.
+type writer struct {
+	mu     sync.Mutex
+	acked  []string
+	times  []time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startWriter(ctx context.Context, client kubernetes.Interface, ns string) *writer {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &writer{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ctx.Err() == nil; i++ {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("write-%05d", i)}}
+			if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
+				w.mu.Lock()
+				w.acked, w.times = append(w.acked, cm.Name), append(w.times, time.Now())
+				w.mu.Unlock()
+			} else {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	return w
+}
+
+// firstAckAfter waits up to timeout for a write acknowledged after t.
+func (w *writer) firstAckAfter(ctx context.Context, t time.Time, timeout time.Duration) time.Time {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		w.mu.Lock()
+		for _, at := range w.times {
+			if at.After(t) {
+				w.mu.Unlock()
+				return at
+			}
+		}
+		w.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Time{}
+}
+
+func (w *writer) stop() []string {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string{}, w.acked...)
+}
+
+// failedPrefix starts the line k1m logs when a command fails.
+const failedPrefix = `"command failed" err="`
+
+// testJoinRefusals starts a fourth server on the host with a bad join:
+// each is refused naming the flag, with nothing written to its data
+// directory but what a refusal leaves.
+func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataRoot string) {
+	s1 := m.h.Server(1)
+	serverToken, err := os.ReadFile(s1.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, m.k1m, "token", "create", "--kubeconfig", s1.AdminKubeconfig()).Output()
+	if err != nil {
+		t.Fatalf("k1m token create: %v: %s", err, out)
+	}
+	agentToken := strings.TrimSpace(string(out))
+	wrongCA := "K1M" + strings.Repeat("0", 64) + "::" + strings.SplitN(strings.TrimSpace(string(serverToken)), "::", 2)[1]
+	for _, c := range []struct {
+		name, token string
+		flags       []string
+		want        string
+	}{
+		{"an agent's token", agentToken, nil, "--token: not a server token: token "},
+		{"a token naming another CA", wrongCA, nil, "--token: the server's CA (sha256 "},
+		{"another cluster domain", strings.TrimSpace(string(serverToken)), []string{"--cluster-domain=other.example"},
+			"--cluster-domain other.example differs from the cluster's cluster.local: every server of a cluster has the same; start this one with --cluster-domain=cluster.local"},
+	} {
+		dir := filepath.Join(dataRoot, "refused-server")
+		os.RemoveAll(dir)
+		args := append([]string{"server", "--server", s1.URL(), "--data-dir", dir, "--disable-agent", "--node-name", "k1m-server-refused"}, c.flags...)
+		cmd := exec.CommandContext(ctx, m.k1m, args...)
+		cmd.Env = append(os.Environ(), "K1M_TOKEN="+c.token)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), failedPrefix+c.want) {
+			t.Errorf("%s: %v, output:\n%s\nwant an error starting %q", c.name, err, tail(out), c.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "tls", "ca.key")); err == nil {
+			t.Errorf("%s: the refused server wrote the cluster's CA key", c.name)
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// testRemoveRefused stops server 2 and asks server 1 to remove server 3:
+// two members would be left, one silent, so it is refused and nothing
+// changes.
+func (m *multiCluster) testRemoveRefused(ctx context.Context, t *testing.T) {
+	must(t, "stop-server 2", m.h.StopServer(ctx, 2))
+	s1 := m.h.Server(1)
+	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", m.h.Server(3).Name, "--data-dir", s1.DataDir)
+	out, err := cmd.CombinedOutput()
+	want := failedPrefix + fmt.Sprintf("durable etcd: removing %s would leave 2 voting etcd members of which 1 answer (%s silent): a quorum needs 2; bring a member back first",
+		m.h.Server(3).Name, m.h.Server(2).Name)
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("k1m server remove with a quorum at stake: %v\n%s\nwant %q", err, out, want)
+	}
+	must(t, "start-server 2", m.h.StartServer(ctx, 2))
+	m.requireMembers(ctx, t)
+}
