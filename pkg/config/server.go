@@ -43,8 +43,11 @@ type Server struct {
 	// ClusterInit starts the first server of a multi-server cluster
 	// (or turns a lone server's data into it); JoinServer joins a server
 	// to the cluster of the server at that URL.
-	ClusterInit  bool
-	JoinServer   string
+	ClusterInit bool
+	JoinServer  string
+	// DisableEtcd runs no etcd here: kube-apiserver (and the elected
+	// controller-manager and scheduler) over the cluster's members.
+	DisableEtcd  bool
 	DisableAgent bool
 	NodeName     string
 	NodeIP       string
@@ -116,6 +119,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
 	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (the first server's DATA-DIR/token; default $K1M_TOKEN, which ps does not show)")
 	fs.BoolVar(&s.ClusterInit, "cluster-init", s.ClusterInit, "start the first server of a multi-server cluster: its etcds serve other servers on the node IP (peer TLS); on a lone server's data, turns it into the first of several")
+	fs.BoolVar(&s.DisableEtcd, "disable-etcd", s.DisableEtcd, "run no etcd on this server: kube-apiserver, the controller-manager and the scheduler over the cluster's etcd members (an API-server-only server, to add API servers without raft members; needs --server)")
 	fs.StringVar(&s.JoinServer, "server", s.JoinServer, "join this server to the cluster of the server at this URL, e.g. https://[fddf:4035:b520::1:1]:6443 (needs --token; needed only for the first start)")
 	fs.BoolVar(&s.DisableAgent, "disable-agent", s.DisableAgent, "run only the control plane, no kubelet on this machine")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "name of this machine's node (default: the hostname)")
@@ -293,6 +297,10 @@ func parseIPv6CIDR(flag, value, example string) (netip.Prefix, error) {
 // server token.
 func (s *Server) validateJoin() error {
 	switch {
+	case s.DisableEtcd && s.JoinServer == "":
+		return errors.New("--disable-etcd needs --server: an API-server-only server runs over the etcd members of an existing cluster, which it joins (the first server runs etcd: --cluster-init)")
+	case s.DisableEtcd && s.ClusterReset.Enabled:
+		return errors.New("--disable-etcd and --cluster-reset: this server has no etcd to reset; run the reset on a server that has one")
 	case s.ClusterInit && s.JoinServer != "":
 		return errors.New("--cluster-init and --server: the first server starts the cluster (--cluster-init), the others join it (--server URL --token T): give one")
 	case s.JoinServer == "" && s.Token != "":

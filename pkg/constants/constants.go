@@ -20,11 +20,12 @@ import (
 var EphemeralResources = []string{"/events", "coordination.k8s.io/leases"}
 
 // EtcdServersOverrides is kube-apiserver's --etcd-servers-overrides value
-// that puts every ephemeral resource on the etcd at url.
-func EtcdServersOverrides(url string) string {
+// that puts every ephemeral resource on the etcd at urls (the members of
+// one cluster, kube-apiserver's ";" list).
+func EtcdServersOverrides(urls ...string) string {
 	parts := make([]string, len(EphemeralResources))
 	for i, r := range EphemeralResources {
-		parts[i] = r + "#" + url
+		parts[i] = r + "#" + strings.Join(urls, ";")
 	}
 	return strings.Join(parts, ",")
 }

@@ -106,6 +106,12 @@ func ephemeralMembers(ctx context.Context, durable *clientv3.Client, self string
 	return out, nil
 }
 
+// RecordedEphemeral are the client URLs of every server's no-fsync
+// member, as the durable etcd records them.
+func RecordedEphemeral(ctx context.Context, durable *clientv3.Client) ([]string, error) {
+	return ephemeralMembers(ctx, durable, "")
+}
+
 // recordEphemeral records where m serves; a new cluster forgets every
 // other member first.
 func recordEphemeral(ctx context.Context, durable *clientv3.Client, m Member, newCluster bool) error {

@@ -12,20 +12,32 @@ import (
 	"k1m.dev/k1m/pkg/etcd"
 )
 
-// etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
-// ephemeral resources on the no-fsync etcd (constants.EphemeralResources).
-func etcdOverrides(ephemeral etcd.Member) string {
-	return constants.EtcdServersOverrides(ephemeral.ClientURL())
+// etcdStores are the client URLs kube-apiserver reaches both stores at:
+// the server's own members over loopback, or on an API-server-only server
+// (--disable-etcd) every member of the cluster's.
+type etcdStores struct {
+	durable, ephemeral []string
 }
 
-func apiserverArgs(cfg config.Server, advertise string, c *certs, durable, ephemeral etcd.Member, opts apiserverOptions) []string {
+// localStores are a server's own members.
+func localStores(durable, ephemeral etcd.Member) etcdStores {
+	return etcdStores{durable: []string{durable.ClientURL()}, ephemeral: []string{ephemeral.ClientURL()}}
+}
+
+// etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
+// ephemeral resources on the no-fsync etcd (constants.EphemeralResources).
+func etcdOverrides(stores etcdStores) string {
+	return constants.EtcdServersOverrides(stores.ephemeral...)
+}
+
+func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdStores, opts apiserverOptions) []string {
 	domain := strings.TrimSuffix(cfg.ClusterDomain, ".")
 	args := []string{
 		"--advertise-address=" + advertise,
 		"--bind-address=" + cfg.BindAddress,
 		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
-		"--etcd-servers=" + durable.ClientURL(),
-		"--etcd-servers-overrides=" + etcdOverrides(ephemeral),
+		"--etcd-servers=" + strings.Join(stores.durable, ","),
+		"--etcd-servers-overrides=" + etcdOverrides(stores),
 		"--etcd-cafile=" + c.etcd.cert,
 		"--etcd-certfile=" + c.etcdClient.cert,
 		"--etcd-keyfile=" + c.etcdClient.key,

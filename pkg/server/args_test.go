@@ -12,10 +12,22 @@ import (
 )
 
 func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
-	got := etcdOverrides(etcd.Member{Host: "::1", Port: 2381})
+	got := etcdOverrides(localStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}))
 	want := "/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
 	if got != want {
 		t.Fatalf("etcdOverrides = %q, want %q", got, want)
+	}
+	// An API-server-only server reaches every member of the cluster.
+	remote := etcdStores{durable: []string{"https://[fddf:4035:b520::1:1]:2379", "https://[fddf:4035:b520::1:2]:2379"},
+		ephemeral: []string{"https://[fddf:4035:b520::1:1]:2381", "https://[fddf:4035:b520::1:2]:2381"}}
+	want = "/events#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381," +
+		"coordination.k8s.io/leases#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381"
+	if got := etcdOverrides(remote); got != want {
+		t.Errorf("etcdOverrides of several members = %q, want %q", got, want)
+	}
+	args := apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1:4", testCerts(), remote, apiserverOptions{})
+	if !slices.Contains(args, "--etcd-servers=https://[fddf:4035:b520::1:1]:2379,https://[fddf:4035:b520::1:2]:2379") {
+		t.Errorf("--etcd-servers of several members missing from %v", args)
 	}
 }
 
@@ -79,7 +91,7 @@ var wantAPIServer = []string{
 func TestAPIServerArgs(t *testing.T) {
 	cfg := config.DefaultServer()
 	durable, ephemeral := etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}
-	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), durable, ephemeral, apiserverOptions{}), wantAPIServer)
+	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), localStores(durable, ephemeral), apiserverOptions{}), wantAPIServer)
 
 	opts := apiserverOptions{
 		encryptionConfig: "/t/encryption-config.yaml",
@@ -91,7 +103,7 @@ func TestAPIServerArgs(t *testing.T) {
 	want = append(want, "--encryption-provider-config=/t/encryption-config.yaml",
 		"--audit-policy-file=/p.yaml", "--audit-log-path=/var/log/audit.log", "--audit-log-maxage=30", "--audit-log-maxbackup=10", "--audit-log-maxsize=100",
 		"--max-requests-inflight=800")
-	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), durable, ephemeral, opts), want)
+	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), localStores(durable, ephemeral), opts), want)
 }
 
 func TestControllerArgs(t *testing.T) {

@@ -47,7 +47,9 @@ func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
 	_, markerErr := os.Stat(clusterMarker(s.cfg.DataDir))
 	marked := markerErr == nil
 	m := membership{clustered: marked || s.cfg.ClusterInit || s.cfg.JoinServer != ""}
-	if s.cfg.JoinServer != "" && !durableHasData(s.cfg.DataDir) {
+	// A joining server's first start (an API-server-only server has no
+	// etcd data ever: the marker says it joined already).
+	if s.cfg.JoinServer != "" && !durableHasData(s.cfg.DataDir) && !(s.cfg.DisableEtcd && marked) {
 		if !marked && fileExists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
 			return membership{}, fmt.Errorf("--server: %s holds a cluster of its own (a lone or first server's CAs): a joining server needs an empty --data-dir (or start this one without --server)", s.cfg.DataDir)
 		}

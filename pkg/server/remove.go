@@ -30,11 +30,16 @@ type RemoveOptions struct {
 // an empty data directory (k1m server --server ... on a fresh one).
 func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	tls := EtcdClientTLS(o.DataDir)
-	if err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name); err != nil {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
+	switch {
+	case errors.Is(err, etcd.ErrNoSuchMember):
+		fmt.Fprintf(out, "%s has no etcd member (an API-server-only server, --disable-etcd)\n", o.Name)
+	case err != nil:
 		return fmt.Errorf("durable etcd: %w", err)
+	default:
+		fmt.Fprintf(out, "removed %s from the durable etcd\n", o.Name)
 	}
-	fmt.Fprintf(out, "removed %s from the durable etcd\n", o.Name)
-	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EphemeralEtcdPort)}, tls, o.Name)
+	err = etcd.Remove(ctx, []string{DurableEtcdURL(o.EphemeralEtcdPort)}, tls, o.Name)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
 		fmt.Fprintf(out, "%s had no member in the no-fsync etcd\n", o.Name)

@@ -91,23 +91,21 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if cfg.ClusterReset.Enabled {
 		return s.phaseClusterReset(ctx, c)
 	}
-	durable, ephemeral, err := s.phaseEtcd(ctx, c)
+	local, stores, err := s.phaseStores(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer durable.Stop()
-	defer ephemeral.Stop()
+	defer local.stop()
 	if err := s.forgetReset(); err != nil {
 		return err
 	}
-	s.phaseHousekeeping(ctx, c, durable, ephemeral)
 	opts, err := s.phaseAPIServerFiles(c)
 	if err != nil {
 		return err
 	}
 	opts.extra = cfg.PassThrough[componentargs.APIServer.Name]
 	s.step("starting kube-apiserver on %s (Events and Leases in the no-fsync etcd)", apiURL(s.advertise, cfg.HTTPSPort))
-	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg.Server, s.advertise, c, durable.Member, ephemeral.Member, opts))
+	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg.Server, s.advertise, c, stores, opts))
 	client, err := s.phaseAdmin(ctx, c, apiserver)
 	if err != nil {
 		return err
@@ -115,8 +113,8 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.phasePublish(ctx, client, c, token); err != nil {
 		return err
 	}
-	if s.member.clustered {
-		if err := s.publishServer(ctx, client, token.Token, durable); err != nil {
+	if s.member.clustered && local.durable != nil {
+		if err := s.publishServer(ctx, client, token.Token, local.durable); err != nil {
 			return err
 		}
 	}
@@ -145,9 +143,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		failed = err
 	case err := <-agentDone:
 		failed = fmt.Errorf("node agent: %w", err)
-	case err := <-durable.Err():
+	case err := <-errOf(local.durable):
 		failed = fmt.Errorf("durable etcd: %w", err)
-	case err := <-ephemeral.Err():
+	case err := <-errOf(local.ephemeral):
 		failed = fmt.Errorf("ephemeral etcd: %w", err)
 	case <-ctx.Done():
 	}
@@ -162,8 +160,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if !cfg.DisableAgent {
 		waitStopped(agentDone, stopTimeout)
 	}
-	durable.Stop()
-	ephemeral.Stop()
+	local.stop()
 	s.step("stopped cleanly")
 	return nil
 }

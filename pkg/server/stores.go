@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/fsutil"
+)
+
+// etcds are the server's own etcd members: both nil on an
+// API-server-only server (--disable-etcd).
+type etcds struct{ durable, ephemeral *etcd.Running }
+
+func (e etcds) stop() {
+	for _, r := range []*etcd.Running{e.durable, e.ephemeral} {
+		if r != nil {
+			r.Stop()
+		}
+	}
+}
+
+// errOf is a member's fatal error channel; nil (never ready) without one.
+func errOf(r *etcd.Running) <-chan error {
+	if r == nil {
+		return nil
+	}
+	return r.Err()
+}
+
+// phaseStores starts this server's etcds with their housekeeping, or on
+// an API-server-only server finds the cluster's members.
+func (s *Server) phaseStores(ctx context.Context, c *certs) (etcds, etcdStores, error) {
+	if s.cfg.DisableEtcd {
+		stores, err := s.phaseRemoteEtcd(ctx)
+		return etcds{}, stores, err
+	}
+	durable, ephemeral, err := s.phaseEtcd(ctx, c)
+	if err != nil {
+		return etcds{}, etcdStores{}, err
+	}
+	s.phaseHousekeeping(ctx, c, durable, ephemeral)
+	return etcds{durable, ephemeral}, localStores(durable.Member, ephemeral.Member), nil
+}
+
+// remoteEtcdFile keeps, on an API-server-only server, the durable etcd
+// members it last reached: where it starts looking at its next start.
+func remoteEtcdFile(dataDir string) string { return filepath.Join(dataDir, "etcd-members.json") }
+
+// phaseRemoteEtcd finds the cluster's voting durable members (from those
+// the join named, or those it reached last time) and the no-fsync members
+// the durable etcd records.
+func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
+	seeds := s.member.seeds
+	if len(seeds) == 0 {
+		data, err := os.ReadFile(remoteEtcdFile(s.cfg.DataDir))
+		if err == nil {
+			err = json.Unmarshal(data, &seeds)
+		}
+		if err != nil {
+			return etcdStores{}, fmt.Errorf("--disable-etcd: %s: %v: it names the cluster's etcd members (start the server with an empty --data-dir and --server to join again)", remoteEtcdFile(s.cfg.DataDir), err)
+		}
+	}
+	tls := EtcdClientTLS(s.cfg.DataDir)
+	cli, err := etcd.NewClient(seeds, tls)
+	if err != nil {
+		return etcdStores{}, err
+	}
+	defer cli.Close()
+	members, err := etcd.Members(ctx, cli)
+	if err != nil {
+		return etcdStores{}, fmt.Errorf("--disable-etcd: no etcd member of the cluster answers (tried %s): %w", strings.Join(seeds, ", "), err)
+	}
+	var stores etcdStores
+	for _, m := range members {
+		if !m.IsLearner {
+			stores.durable = append(stores.durable, m.ClientURLs...)
+		}
+	}
+	if stores.ephemeral, err = etcd.RecordedEphemeral(ctx, cli); err != nil {
+		return etcdStores{}, err
+	}
+	if len(stores.durable) == 0 || len(stores.ephemeral) == 0 {
+		return etcdStores{}, errors.New("--disable-etcd: the cluster records no voting etcd member or no no-fsync member: start a server with etcd first")
+	}
+	data, _ := json.Marshal(stores.durable)
+	if err := fsutil.WriteFile(remoteEtcdFile(s.cfg.DataDir), append(data, '\n'), 0o600); err != nil {
+		return etcdStores{}, err
+	}
+	s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s and no-fsync members %s",
+		strings.Join(stores.durable, ", "), strings.Join(stores.ephemeral, ", "))
+	return stores, nil
+}
