@@ -90,6 +90,7 @@ func TestMultiServer(t *testing.T) {
 	t.Run("OneControllerManagerAndScheduler", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
+	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
 	t.Run("RemoveRefusedWithoutQuorum", func(t *testing.T) { m.testRemoveRefused(ctx, t) })
 }
@@ -434,4 +435,93 @@ func (m *multiCluster) testRemoveRefused(ctx context.Context, t *testing.T) {
 	}
 	must(t, "start-server 2", m.h.StartServer(ctx, 2))
 	m.requireMembers(ctx, t)
+}
+
+// testAPIServerOnly joins a fourth server with --disable-etcd on the host
+// (the bridge's address): it serves reads and writes of both stores
+// without becoming an etcd member, then is stopped and removed.
+func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, dataRoot, logDir string) {
+	s1 := m.h.Server(1)
+	token, err := os.ReadFile(s1.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "k1m-apiserver-4"
+	dir := filepath.Join(dataRoot, "apiserver-4")
+	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(m.k1m, "server", "--server", s1.URL(), "--disable-etcd", "--disable-agent", "--data-dir", dir,
+		"--node-name", name, "--node-ip", m.h.Plan().Bridge.Addr.Addr().String())
+	cmd.Env = append(os.Environ(), "K1M_TOKEN="+strings.TrimSpace(string(token)))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
+	defer stop()
+	client := waitServerReady(ctx, t, filepath.Join(dir, "admin.kubeconfig"), exited)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-an-api-only-server"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a write through the API-server-only server: %v", err)
+	}
+	if _, err := m.client(1).CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("server 1 does not see the write made through the API-server-only server: %v", err)
+	}
+	// The node Leases live in the no-fsync store: it reads them too.
+	if _, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, m.h.Agent(1).Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the API-server-only server reads no Lease of %s: %v", m.h.Agent(1).Name, err)
+	}
+	m.requireMembers(ctx, t) // still the three servers with etcd
+	logData, _ := os.ReadFile(logFile.Name())
+	if !strings.Contains(string(logData), "no etcd here (--disable-etcd)") {
+		t.Errorf("its log does not say it runs without etcd")
+	}
+	stop()
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", name, "--data-dir", s1.DataDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), name+" has no etcd member (an API-server-only server, --disable-etcd)") {
+		t.Errorf("k1m server remove %s: %v\n%s", name, err, out)
+	}
+}
+
+// waitServerReady waits for a server's admin kubeconfig and /readyz.
+func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exited <-chan error) kubernetes.Interface {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited: %v", err)
+		case <-time.After(2 * time.Second):
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			continue
+		}
+		cfg.Timeout = 5 * time.Second
+		client := kubernetes.NewForConfigOrDie(cfg)
+		status := 0
+		client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		if status == 200 {
+			return client
+		}
+	}
+	t.Fatalf("no server ready at %s within 3 minutes", kubeconfig)
+	return nil
 }
