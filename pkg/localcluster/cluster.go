@@ -178,9 +178,6 @@ func (c *Cluster) startServer(i int) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(c.opts.ClusterDir, 0o755); err != nil {
-		return err
-	}
 	return c.startBackground(n, c.plan.ServerCommand(i, token))
 }
 
@@ -278,9 +275,6 @@ func (c *Cluster) startAgent(i int, join bool) error {
 		if token, err = c.joinToken(); err != nil {
 			return err
 		}
-	}
-	if err := os.MkdirAll(c.opts.ClusterDir, 0o755); err != nil {
-		return err
 	}
 	return c.startBackground(n, c.plan.AgentCommand(i, token))
 }

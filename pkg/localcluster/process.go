@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,9 @@ func environ(extra []string) []string {
 // /dev/null and its output appended to n's log; its pid goes to n's pid
 // file.
 func (c *Cluster) startBackground(n Node, cmd Command) error {
+	if err := os.MkdirAll(filepath.Dir(n.LogFile), 0o755); err != nil {
+		return err
+	}
 	log, err := os.OpenFile(n.LogFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -3,11 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,35 +23,9 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	cfg.Timeout = 5 * time.Second
-	writer := kubernetes.NewForConfigOrDie(cfg)
-	var (
-		mu    sync.Mutex
-		acked []string
-	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crash-%05d", i), Namespace: testNamespace}, Data: map[string]string{"i": fmt.Sprint(i)}}
-			if _, err := writer.CoreV1().ConfigMaps(testNamespace).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
-				mu.Lock()
-				acked = append(acked, cm.Name)
-				mu.Unlock()
-			} else {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
+	w := startWriter(ctx, kubernetes.NewForConfigOrDie(cfg), testNamespace, "crash")
 	time.Sleep(5 * time.Second)
-	mu.Lock()
-	before := len(acked)
-	mu.Unlock()
+	before := w.acknowledged()
 	if before == 0 {
 		t.Fatal("no ConfigMap write was acknowledged before the crash")
 	}
@@ -62,31 +34,19 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 	ready := waitAPIServerReady(ctx, t, c)
 	t.Logf("kube-apiserver ready %s after the kill", ready.Sub(crashed).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	close(stop)
-	<-done
-	mu.Lock()
-	t.Logf("%d ConfigMap writes acknowledged (%d before the kill)", len(acked), before)
-	want := append([]string(nil), acked...)
-	mu.Unlock()
-	list, err := c.client.CoreV1().ConfigMaps(testNamespace).List(ctx, metav1.ListOptions{})
+	want := w.stop()
+	t.Logf("%d ConfigMap writes acknowledged (%d before the kill)", len(want), before)
+	lost, err := lostWrites(ctx, c.client, testNamespace, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, cm := range list.Items {
-		have[cm.Name] = true
-	}
-	lost := 0
-	for _, name := range want {
-		if !have[name] {
-			lost++
-			if lost <= 5 {
-				t.Errorf("acknowledged ConfigMap %s is gone after the crash", name)
-			}
+	for i, name := range lost {
+		if i < 5 {
+			t.Errorf("acknowledged ConfigMap %s is gone after the crash", name)
 		}
 	}
-	if lost > 0 {
-		t.Errorf("%d of %d acknowledged writes lost", lost, len(want))
+	if len(lost) > 0 {
+		t.Errorf("%d of %d acknowledged writes lost", len(lost), len(want))
 	}
 	// Every node Ready, with a Lease renewed after the restart, within one
 	// lease duration of kube-apiserver being ready.

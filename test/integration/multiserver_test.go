@@ -243,7 +243,7 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w := startWriter(ctx, client, ns.Name)
+	w := startWriter(ctx, client, ns.Name, "write")
 	time.Sleep(5 * time.Second)
 	holder := leaseHolder(ctx, client, "kube-controller-manager")
 	killed := time.Now()
@@ -278,18 +278,12 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	must(t, "start-server", m.h.StartServer(ctx, victim))
 	acked := w.stop()
 	m.requireMembers(ctx, t)
-	list, err := client.CoreV1().ConfigMaps(ns.Name).List(ctx, metav1.ListOptions{})
+	lost, err := lostWrites(ctx, client, ns.Name, acked)
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, cm := range list.Items {
-		have[cm.Name] = true
-	}
-	for _, name := range acked {
-		if !have[name] {
-			t.Errorf("acknowledged write %s lost", name)
-		}
+	for _, name := range lost {
+		t.Errorf("acknowledged write %s lost", name)
 	}
 	t.Logf("%d writes acknowledged, all kept", len(acked))
 	deadline = time.Now().Add(leaseDuration * 3)
@@ -320,60 +314,6 @@ func leaseHolder(ctx context.Context, client kubernetes.Interface, name string) 
 		return ""
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-// writer creates ConfigMaps one after another and records the
-// acknowledged ones with their time.
-type writer struct {
-	mu     sync.Mutex
-	acked  []string
-	times  []time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startWriter(ctx context.Context, client kubernetes.Interface, ns string) *writer {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &writer{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for i := 0; ctx.Err() == nil; i++ {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("write-%05d", i)}}
-			if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
-				w.mu.Lock()
-				w.acked, w.times = append(w.acked, cm.Name), append(w.times, time.Now())
-				w.mu.Unlock()
-			} else {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	return w
-}
-
-// firstAckAfter waits up to timeout for a write acknowledged after t.
-func (w *writer) firstAckAfter(ctx context.Context, t time.Time, timeout time.Duration) time.Time {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		w.mu.Lock()
-		for _, at := range w.times {
-			if at.After(t) {
-				w.mu.Unlock()
-				return at
-			}
-		}
-		w.mu.Unlock()
-		time.Sleep(100 * time.Millisecond)
-	}
-	return time.Time{}
-}
-
-func (w *writer) stop() []string {
-	w.cancel()
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string{}, w.acked...)
 }
 
 // failedPrefix starts the line k1m logs when a command fails.
