@@ -48,11 +48,15 @@ func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, cli
 	}
 	if len(others) > 0 {
 		r, err := joinEphemeral(ctx, others, m, clientTLS, report)
-		if r != nil || ctx.Err() != nil {
-			if err == nil {
-				err = recordEphemeral(ctx, durable, m, false)
+		if r != nil {
+			if err := recordEphemeral(ctx, durable, m, false); err != nil {
+				r.Stop()
+				return nil, err
 			}
-			return r, err
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
 		}
 		report(fmt.Sprintf("%s: the other servers' members (%s) did not take it (%v): starting a new no-fsync cluster; Leases and Events start over", m.label(), strings.Join(others, ", "), err))
 	}

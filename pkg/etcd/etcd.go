@@ -18,6 +18,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/wal"
 )
 
 // TLS names the files an etcd member serves and checks clients with.
@@ -180,6 +181,12 @@ func (m Member) quota() int64 {
 func hostPort(host string, port int) string {
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }
+
+// HasData tells whether the member whose data directory is dataDir has
+// a write-ahead log: what etcd itself restarts from. A join that failed
+// half-way leaves member/snap without one, and must be retried as a join,
+// not started as a new cluster.
+func HasData(dataDir string) bool { return wal.Exist(filepath.Join(dataDir, "member", "wal")) }
 
 // DiscardData deletes what etcd keeps in dataDir (its member directory),
 // leaving the directory itself: the no-fsync member's files are not

@@ -116,7 +116,7 @@ func removeStaleSelf(ctx context.Context, cli *clientv3.Client, members []Member
 				return err
 			}
 		case other.Name == m.Name:
-			return fmt.Errorf("%w: etcd member %q already exists at %s: give this server another node name, or remove the old one first (k1m server remove %s)",
+			return fmt.Errorf("%w: etcd member %q already exists at %s: give this server another --node-name, or remove the old one first (k1m server remove %s)",
 				ErrDuplicateName, m.Name, strings.Join(other.PeerURLs, ","), m.Name)
 		}
 	}
@@ -295,7 +295,11 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 	if target < 0 {
 		return fmt.Errorf("%w: no etcd member is called %q (members: %s)", ErrNoSuchMember, name, strings.Join(memberNames(members), ", "))
 	}
-	if self, err := localMemberID(ctx, cli, endpoints[0]); err == nil && self == members[target].ID {
+	self, err := localMemberID(ctx, cli, endpoints[0])
+	if err != nil {
+		return fmt.Errorf("etcd at %s (the member of the server running the removal): %w", endpoints[0], err)
+	}
+	if self == members[target].ID {
 		return fmt.Errorf("%s is the server this runs on (its etcd at %s): run the removal on another server", name, endpoints[0])
 	}
 	if err := checkQuorumAfterRemoval(ctx, members, target, func(ctx context.Context, m MemberInfo) bool { return answers(ctx, cli, m) }); err != nil {

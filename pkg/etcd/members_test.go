@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -218,5 +219,29 @@ func TestSetPeerURLMovesALoneMember(t *testing.T) {
 	}
 	if changed, err := r.SetPeerURL(ctx, clientTLS); err != nil || changed {
 		t.Errorf("second SetPeerURL: %v, %v; want no change", changed, err)
+	}
+}
+
+// A join that stopped before etcd wrote its log leaves member/snap only:
+// that is no data to restart from (a retry joins again).
+func TestHasDataMeansAWriteAheadLog(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, _ := certs(t, dir)
+	m := Member{Name: "durable", DataDir: filepath.Join(dir, "etcd"), Host: "::1", Port: freePortPair(t), TLS: serverTLS}
+	if err := os.MkdirAll(filepath.Join(m.DataDir, "member", "snap"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if HasData(m.DataDir) {
+		t.Error("HasData with member/snap only: true, want false")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Start(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	if !HasData(m.DataDir) {
+		t.Error("HasData after a start: false, want true")
 	}
 }

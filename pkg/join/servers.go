@@ -31,8 +31,9 @@ const ServerBootstrapName = "k1m-server-bootstrap"
 
 // Keys of ServerBootstrapName's data.
 const (
-	tokenKeyPrefix = "token."        // token.<token ID>: the sealed bundle
-	etcdKeyPrefix  = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
+	tokenKeyPrefix  = "token."        // token.<token ID>: the sealed bundle
+	etcdKeyPrefix   = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
+	serverKeyPrefix = "server."       // server.<node>: that server's kube-apiserver URL
 )
 
 // ServerBootstrap is what a joining server reads.
@@ -54,11 +55,15 @@ func (b ServerBootstrap) DurableEtcdURLs() []string {
 }
 
 // PublishServer records, for a server of a multi-server cluster, its
-// sealed bundle under its token and where its durable etcd serves. Each
-// server writes only its own keys (a merge patch), so servers starting at
-// once do not undo each other.
-func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, durableEtcdURL string) error {
-	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), etcdKeyPrefix + node: durableEtcdURL}
+// sealed bundle under its token, its kube-apiserver URL and, unless it
+// runs no etcd (durableEtcdURL empty), where its durable etcd serves.
+// Each server writes only its own keys (a merge patch), so servers
+// starting at once do not undo each other.
+func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, apiURL, durableEtcdURL string) error {
+	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), serverKeyPrefix + node: apiURL}
+	if durableEtcdURL != "" {
+		data[etcdKeyPrefix+node] = durableEtcdURL
+	}
 	cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
 	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ServerBootstrapName, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -71,9 +76,23 @@ func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID str
 	return nil
 }
 
-// ForgetServer deletes a removed server's etcd key.
+// ServerKnown tells whether a server called node has published itself.
+func ServerKnown(ctx context.Context, client kubernetes.Interface, node string) (bool, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	_, server := cm.Data[serverKeyPrefix+node]
+	_, etcd := cm.Data[etcdKeyPrefix+node]
+	return server || etcd, nil
+}
+
+// ForgetServer deletes a removed server's keys.
 func ForgetServer(ctx context.Context, client kubernetes.Interface, node string) error {
-	patch, _ := json.Marshal(map[string]any{"data": map[string]any{etcdKeyPrefix + node: nil}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string]any{etcdKeyPrefix + node: nil, serverKeyPrefix + node: nil}})
 	_, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(ctx, ServerBootstrapName, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing %s from ConfigMap %s/%s: %w", node, metav1.NamespaceSystem, ServerBootstrapName, err)

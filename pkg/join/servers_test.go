@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -84,5 +87,41 @@ func TestFetchServerBootstrap(t *testing.T) {
 	_, err = FetchServerBootstrap(ctx, srv.URL, other.CertPEM, pki.Token{CAHash: hash, Secret: secret})
 	if !errors.As(err, &je) || je.Input != InputToken {
 		t.Errorf("a CA the token does not name: %v", err)
+	}
+}
+
+// Each server publishes its own keys; an API-server-only server no etcd
+// key; a removed server's keys go, the others' stay.
+func TestPublishKnowForgetServers(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379"); err != nil {
+		t.Fatal(err)
+	}
+	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "api4", "https://[fddf:4035:b520::1]:6443", ""); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"token.abcdef": "sealed", "server.s1": "https://[fddf:4035:b520::1:1]:6443",
+		"durable-etcd.s1": "https://[fddf:4035:b520::1:1]:2379", "server.api4": "https://[fddf:4035:b520::1]:6443"}
+	if !reflect.DeepEqual(cm.Data, want) {
+		t.Errorf("data %v, want %v", cm.Data, want)
+	}
+	for node, wantKnown := range map[string]bool{"s1": true, "api4": true, "typo": false} {
+		if known, err := ServerKnown(ctx, client, node); err != nil || known != wantKnown {
+			t.Errorf("ServerKnown(%s) = %v, %v; want %v", node, known, err, wantKnown)
+		}
+	}
+	if err := ForgetServer(ctx, client, "api4"); err != nil {
+		t.Fatal(err)
+	}
+	if known, _ := ServerKnown(ctx, client, "api4"); known {
+		t.Error("api4 still known after ForgetServer")
+	}
+	if known, _ := ServerKnown(ctx, client, "s1"); !known {
+		t.Error("ForgetServer(api4) forgot s1")
 	}
 }

@@ -34,10 +34,7 @@ type membership struct {
 // --server) keeps its etcds reachable by the others.
 func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi-server") }
 
-func durableHasData(dataDir string) bool {
-	_, err := os.Stat(filepath.Join(dataDir, "etcd", "member"))
-	return err == nil
-}
+func durableHasData(dataDir string) bool { return etcd.HasData(filepath.Join(dataDir, "etcd")) }
 
 // phaseCluster settles the membership; a joining server's first start
 // gets the cluster's shared files here, after checking that its
@@ -137,8 +134,8 @@ func fileExists(path string) bool {
 }
 
 // publishServer seals this server's copy of the shared files under its
-// token and records where its durable etcd serves: what the next joining
-// server reads.
+// token and records the server and where its durable etcd serves (durable
+// nil: none): what the next joining server and k1m server remove read.
 func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface, token pki.Token, durable *etcd.Running) error {
 	bundle, err := bootstrap.Read(TLSDir(s.cfg.DataDir), s.cfg.SecretsEncryption)
 	if err != nil {
@@ -148,5 +145,9 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		return err
 	}
-	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, durable.Member.AdvertisedClientURL())
+	etcdURL := "" // an API-server-only server runs none
+	if durable != nil {
+		etcdURL = durable.Member.AdvertisedClientURL()
+	}
+	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL)
 }

@@ -99,8 +99,10 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 	clientTLS := EtcdClientTLS(s.cfg.DataDir)
 	var err error
 	if s.member.joining {
+		// Join's errors say what to change (the node name of a duplicate,
+		// the members it could not reach).
 		if m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report); err != nil {
-			return nil, fmt.Errorf("--server: %w", err)
+			return nil, err
 		}
 	}
 	durable, err := etcd.Start(ctx, m)

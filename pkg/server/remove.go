@@ -29,10 +29,23 @@ type RemoveOptions struct {
 // records, and its Node. A server removed this way joins again only with
 // an empty data directory (k1m server --server ... on a fresh one).
 func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
+	client, err := adminClient(o.DataDir)
+	if err != nil {
+		return err
+	}
 	tls := EtcdClientTLS(o.DataDir)
-	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
+	err = etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
+		// An API-server-only server has a record but no member; a name
+		// with neither is a mistake.
+		known, knownErr := join.ServerKnown(ctx, client, o.Name)
+		if knownErr != nil {
+			return knownErr
+		}
+		if !known {
+			return fmt.Errorf("%w, and no server of that name published itself: nothing to remove", err)
+		}
 		fmt.Fprintf(out, "%s has no etcd member (an API-server-only server, --disable-etcd)\n", o.Name)
 	case err != nil:
 		return fmt.Errorf("durable etcd: %w", err)
@@ -58,22 +71,22 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	if err := etcd.ForgetEphemeral(ctx, cli, o.Name); err != nil {
 		return err
 	}
-	return forgetServerObjects(ctx, o, out)
+	return forgetServerObjects(ctx, client, o, out)
 }
 
-func forgetServerObjects(ctx context.Context, o RemoveOptions, out io.Writer) error {
-	restCfg, err := kubeconfig.RESTConfig(AdminKubeconfig(o.DataDir))
+func adminClient(dataDir string) (kubernetes.Interface, error) {
+	restCfg, err := kubeconfig.RESTConfig(AdminKubeconfig(dataDir))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
+	return kubernetes.NewForConfig(restCfg)
+}
+
+func forgetServerObjects(ctx context.Context, client kubernetes.Interface, o RemoveOptions, out io.Writer) error {
 	if err := join.ForgetServer(ctx, client, o.Name); err != nil {
 		return err
 	}
-	err = client.CoreV1().Nodes().Delete(ctx, o.Name, metav1.DeleteOptions{})
+	err := client.CoreV1().Nodes().Delete(ctx, o.Name, metav1.DeleteOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

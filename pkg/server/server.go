@@ -113,7 +113,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.phasePublish(ctx, client, c, token); err != nil {
 		return err
 	}
-	if s.member.clustered && local.durable != nil {
+	if s.member.clustered {
 		if err := s.publishServer(ctx, client, token.Token, local.durable); err != nil {
 			return err
 		}

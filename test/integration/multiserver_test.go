@@ -364,10 +364,15 @@ func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataR
 // two members would be left, one silent, so it is refused and nothing
 // changes.
 func (m *multiCluster) testRemoveRefused(ctx context.Context, t *testing.T) {
-	must(t, "stop-server 2", m.h.StopServer(ctx, 2))
 	s1 := m.h.Server(1)
+	// A name no server has: refused, not reported as removed.
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", "k1m-no-such-server", "--data-dir", s1.DataDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "and no server of that name published itself: nothing to remove") {
+		t.Errorf("k1m server remove of an unknown name: %v\n%s", err, out)
+	}
+	must(t, "stop-server 2", m.h.StopServer(ctx, 2))
 	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", m.h.Server(3).Name, "--data-dir", s1.DataDir)
-	out, err := cmd.CombinedOutput()
+	out, err = cmd.CombinedOutput()
 	want := failedPrefix + fmt.Sprintf("durable etcd: removing %s would leave 2 voting etcd members of which 1 answer (%s silent): a quorum needs 2; bring a member back first",
 		m.h.Server(3).Name, m.h.Server(2).Name)
 	if err == nil || !strings.Contains(string(out), want) {
@@ -440,7 +445,8 @@ func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, data
 	}
 }
 
-// waitServerReady waits for a server's admin kubeconfig and /readyz.
+// waitServerReady waits for a server's admin kubeconfig, /readyz and its
+// token file (written last, once the server has published everything).
 func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exited <-chan error) kubernetes.Interface {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
@@ -458,7 +464,7 @@ func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exite
 		client := kubernetes.NewForConfigOrDie(cfg)
 		status := 0
 		client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status == 200 {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(kubeconfig), "token")); status == 200 && err == nil {
 			return client
 		}
 	}
