@@ -51,7 +51,7 @@ type Agent struct {
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
 func DefaultAgent() Agent {
 	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent",
-		PodLogsDir: "/var/log/pods", Token: os.Getenv("K1M_TOKEN")}
+		PodLogsDir: DefaultPodLogsDir, Token: os.Getenv("K1M_TOKEN")}
 }
 
 // AddFlags binds the settings to fs.
@@ -108,9 +108,7 @@ func (a *Agent) Validate() error {
 	}
 	add(requireDir("--data-dir", a.DataDir))
 	add(requireDir("--run-dir", a.RunDir))
-	if !filepath.IsAbs(a.PodLogsDir) {
-		add(fmt.Errorf("--pod-logs-dir %q: want an absolute directory path, e.g. /var/log/pods", a.PodLogsDir))
-	}
+	add(requirePodLogsDir(a.PodLogsDir))
 	// A path cannot follow the node's requests: after the join they go
 	// through the agent's load balancer, a TCP proxy to host:port.
 	if u, err := url.Parse(a.Server); a.Server == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
@@ -132,4 +130,14 @@ func (a *Agent) Validate() error {
 	_, err := a.PassThrough()
 	add(err)
 	return errors.Join(errs...)
+}
+
+// DefaultPodLogsDir is the kubelet's own default pod log directory.
+const DefaultPodLogsDir = "/var/log/pods"
+
+func requirePodLogsDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("--pod-logs-dir %q: want an absolute directory path, e.g. %s", dir, DefaultPodLogsDir)
+	}
+	return nil
 }

@@ -104,6 +104,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--etcd-quota-backend-bytes=1000":               "--etcd-quota-backend-bytes 1000: want from 16777216 (16 MiB) to 68719476736 (64 GiB); the default is 8589934592 (8 GiB)",
 		"--memory-limit=512Mi":                          `--memory-limit "512Mi": want a size of at least 1Gi, such as 6Gi or 6442450944, or leave it unset for the sizing rule`,
 		"--memory-limit=6 GB":                           `--memory-limit "6 GB": want a size of at least 1Gi`,
+		"--pod-logs-dir=pod-logs":                       `--pod-logs-dir "pod-logs": want an absolute directory path, e.g. /var/log/pods`,
 	}
 	for arg, want := range cases {
 		s, err := parse(t, "", arg)

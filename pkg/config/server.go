@@ -53,6 +53,9 @@ type Server struct {
 	NodeIP       string
 	ImagesDir    string
 	ProxyMode    string
+	// PodLogsDir is the node agent's pod log directory (as an agent's):
+	// one per server when several share a machine.
+	PodLogsDir string
 	// SecretsEncryption encrypts Secrets at rest (aescbc) with a key kept
 	// in DATA-DIR/tls/secrets-encryption.key.
 	SecretsEncryption bool
@@ -96,6 +99,7 @@ func DefaultServer() Server {
 		RenewInterval:     DefaultRenewInterval,
 		ImagesDir:         DefaultImagesDir,
 		ProxyMode:         "iptables",
+		PodLogsDir:        DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
@@ -126,6 +130,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
 	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
+	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "where the node agent's kubelet writes container logs; one per server when several share a machine (each kubelet deletes the logs of pods it does not run)")
 	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key generated once in DATA-DIR/tls/secrets-encryption.key (mode 0600)")
 	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
 	fs.StringVar(&s.Audit.LogPath, "audit-log-path", s.Audit.LogPath, "file kube-apiserver writes its audit log to (default: no audit log)")
@@ -194,6 +199,7 @@ func (s *Server) Validate() error {
 	add(requireIPv6Address("--node-ip", s.NodeIP, false))
 	add(requireProxyMode(s.ProxyMode))
 	add(requireNodeName("--node-name", s.NodeName))
+	add(requirePodLogsDir(s.PodLogsDir))
 	portsOK := true
 	for _, p := range []struct {
 		flag string

@@ -159,7 +159,10 @@ type Command struct {
 // to everyone.
 func (p Plan) ServerCommand(i int, token string) Command {
 	n := p.Servers[i-1]
-	args := []string{p.opts.K1M, "server", "--data-dir", n.DataDir, "--images-dir", p.opts.ImagesDir}
+	// Its own pod log directory: the kubelets of the nodes on this machine
+	// delete each other's pod logs in a shared one.
+	args := []string{p.opts.K1M, "server", "--data-dir", n.DataDir, "--images-dir", p.opts.ImagesDir,
+		"--pod-logs-dir", filepath.Join(n.DataDir, "pod-logs")}
 	if n.Name != "" {
 		args = append(args, "--node-name", n.Name)
 	}

@@ -88,7 +88,7 @@ func TestOneServerAlone(t *testing.T) {
 	if !reflect.DeepEqual(p.Servers, []Node{want}) || len(p.Agents) != 0 {
 		t.Errorf("plan: servers %+v, agents %+v; want %+v alone", p.Servers, p.Agents, want)
 	}
-	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i",
+	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
 		"--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, ""); !reflect.DeepEqual(got, wantCmd) {
 		t.Errorf("server command:\n got %#v\nwant %#v", got, wantCmd)
@@ -109,7 +109,7 @@ func TestOneServerAndAgents(t *testing.T) {
 	if !reflect.DeepEqual(p.Servers, []Node{wantServer}) {
 		t.Errorf("servers %+v, want %+v", p.Servers, wantServer)
 	}
-	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i",
+	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
 		"--node-ip", "fddf:4035:b520::1", "--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, ""); !reflect.DeepEqual(got, wantCmd) {
 		t.Errorf("server command:\n got %#v\nwant %#v", got, wantCmd)
@@ -152,13 +152,13 @@ func TestThreeServers(t *testing.T) {
 		[]string{"/d/server", "/c/server.pid", "fddf:4035:b520::1:1", "fddf:4035:b520::1:3"}) {
 		t.Errorf("server 1's data, pid file and address, server 3's address: %q", got)
 	}
-	want1 := Command{Netns: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i",
+	want1 := Command{Netns: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
 		"--node-name", "k1m-server-1", "--node-ip", "fddf:4035:b520::1:1", "--advertise-address", "fddf:4035:b520::1:1",
 		"--memory-limit", "3Gi", "--cluster-init", "--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, "ignored"); !reflect.DeepEqual(got, want1) {
 		t.Errorf("server 1 command:\n got %#v\nwant %#v", got, want1)
 	}
-	wantCmd2 := Command{Netns: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i",
+	wantCmd2 := Command{Netns: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
 		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
 		"--memory-limit", "3Gi", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
 		Env: []string{"K1M_TOKEN=K10abc::secret"}}

@@ -371,6 +371,7 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.NodeIP = s.nodeIP
 	a.ImagesDir = s.cfg.ImagesDir
 	a.ProxyMode = s.cfg.ProxyMode
+	a.PodLogsDir = s.cfg.PodLogsDir
 	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
 	a.Embedded = true
 	a.KubeReservedMemory = s.memory.Limit
