@@ -2,6 +2,8 @@
 // on the load that limits cluster size (make bench, make bench-full; see
 // docs/performance.md). `k1m-bench etcd` is the etcd member it starts as a
 // child process, so the member's CPU and memory can be measured apart.
+// `--scenarios scaleout`, only when named, floods local clusters of three
+// and of one k1m server instead.
 package main
 
 import (

@@ -19,6 +19,7 @@ import (
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/bench/stats"
 	"k1m.dev/k1m/pkg/bench/watchcache"
 )
@@ -32,6 +33,7 @@ type Report struct {
 	Etcd              []EtcdRow
 	Kwok              []KwokColumn
 	WatchCache        []watchcache.Result
+	ScaleOut          *scaleout.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -245,6 +247,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.ScaleOut != nil && len(rep.ScaleOut.Floods) > 0 {
+		rows := append([][]string{rep.ScaleOut.CSVHeader()}, rep.ScaleOut.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "scaleout.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -347,6 +355,9 @@ func (rep *Report) Summary() string {
 			t := medianOf(rep.WatchCache, key, "btree/"+k, ns)
 			fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s |\n", r.Objects, r.Op, h, t, ratioText(stats.Ratio(h, t)))
 		}
+	}
+	if rep.ScaleOut != nil && len(rep.ScaleOut.Floods) > 0 {
+		b.WriteString(rep.ScaleOut.Markdown())
 	}
 	return b.String()
 }

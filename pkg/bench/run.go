@@ -13,12 +13,17 @@ import (
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/bench/watchcache"
 	"k1m.dev/k1m/pkg/config"
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = []string{"lease", "etcd", "kwok", "watchcache"}
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout")
+
+// DefaultScenarios are what make bench runs (about 10 minutes): scaleout
+// brings up two local clusters and is asked for by name.
+var DefaultScenarios = []string{"lease", "etcd", "kwok", "watchcache"}
 
 // Options of a run.
 type Options struct {
@@ -37,6 +42,10 @@ type Options struct {
 
 	WatchBenchtime string
 	WatchCount     int
+
+	// ScaleOut says where the k1m build, its images and the scale-out
+	// clusters' data are.
+	ScaleOut scaleout.Options
 
 	// Tools built by k1m-build bench-tools: kwok with its node stages for
 	// the kwok scenario, and the plotting program for every run.
@@ -67,6 +76,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runKwok(ctx, o, variants, rep)
 		case "watchcache":
 			err = runWatchCache(ctx, o, rep)
+		case "scaleout":
+			err = runScaleOut(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

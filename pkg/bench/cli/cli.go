@@ -22,6 +22,7 @@ import (
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/etcd"
 )
 
@@ -89,7 +90,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	profile := fs.String("profile", "quick", "defaults: quick (make bench) or full (make bench-full)")
 	results := fs.String("results", "", "results folder (default _output/bench/<UTC time>-<profile>)")
 	buildOut := fs.String("out", "_output", "where make build and make build-stock put the binaries")
-	scenarios := fs.String("scenarios", strings.Join(bench.Scenarios, ","), "comma-separated: "+strings.Join(bench.Scenarios, ","))
+	scenarios := fs.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, two local clusters, only when named)")
 	ablation := fs.Bool("ablation", true, "lease flood also on stock plus each k1m change alone")
 	rounds := fs.Int("rounds", 0, "alternating rounds per variant (profile default)")
 	leases := fs.Int("leases", 0, "Leases renewed in the lease flood (profile default)")
@@ -105,6 +106,11 @@ func ParseRun(args []string) (bench.Options, error) {
 	fs.StringVar(&tools.KwokBin, "kwok", "", "the kwok binary (k1m-build bench-tools builds it; make bench passes it)")
 	fs.StringVar(&tools.KwokStages, "kwok-stages", "", "kwok's node stages file (k1m-build bench-tools writes it)")
 	fs.StringVar(&tools.Benchplot, "benchplot", "", "the plotting program (k1m-build bench-tools builds hack/benchplot)")
+	var so scaleout.Options
+	fs.StringVar(&so.K1M, "k1m", "", "scaleout: the k1m binary (default OUT/bin/k1m, which make build writes)")
+	fs.StringVar(&so.ImagesDir, "images-dir", "", "scaleout: the image archives the nodes import (default OUT/images, which make images writes)")
+	fs.StringVar(&so.DataRoot, "scaleout-data-root", scaleout.DefaultDataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
+	fs.StringVar(&so.ServerMemory, "scaleout-server-memory", scaleout.DefaultServerMemory, "scaleout: every server's --memory-limit")
 	if err := fs.Parse(args); err != nil {
 		return bench.Options{}, err
 	}
@@ -115,7 +121,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, Lease: p.Lease, Etcd: p.Etcd,
 		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
 		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout,
-		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot}
+		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot, ScaleOut: scaleOutOptions(so, *buildOut)}
 	var errs []error
 	errs = append(errs, override("--rounds", &o.Rounds, *rounds), override("--leases", &o.Lease.Leases, *leases),
 		override("--workers", &o.Lease.Workers, *workers))
@@ -148,7 +154,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	if *longRenew < time.Second || *longRenew%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 30s", *longRenew))
 	}
-	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o))
+	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o), checkScaleOut(o))
 	if err := errors.Join(errs...); err != nil {
 		return o, err
 	}
@@ -175,6 +181,35 @@ func checkTools(o bench.Options) error {
 		} else if _, err := os.Stat(n.path); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %v (k1m-build bench-tools builds it)", n.flag, n.path, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// scaleOutOptions fills the paths left empty from where make build and
+// make images put them.
+func scaleOutOptions(so scaleout.Options, buildOut string) scaleout.Options {
+	if so.K1M == "" {
+		so.K1M = filepath.Join(buildOut, "bin", "k1m")
+	}
+	if so.ImagesDir == "" {
+		so.ImagesDir = filepath.Join(buildOut, "images")
+	}
+	return so
+}
+
+// checkScaleOut checks the scaleout scenario's needs, when it is chosen,
+// before anything starts: its paths, root (network namespaces, cgroups,
+// containerd, as make cluster), and renewers for three API servers.
+func checkScaleOut(o bench.Options) error {
+	if !slices.Contains(o.Scenarios, "scaleout") {
+		return nil
+	}
+	errs := []error{o.ScaleOut.Validate()}
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("--scenarios scaleout: needs root (it runs local clusters: network namespaces, cgroups, containerd)"))
+	}
+	if o.Lease.Workers < 3 {
+		errs = append(errs, fmt.Errorf("--workers %d: scaleout spreads the renewers over up to 3 API servers: want at least 3", o.Lease.Workers))
 	}
 	return errors.Join(errs...)
 }

@@ -69,3 +69,30 @@ func TestParseRunWantsTheBuiltTools(t *testing.T) {
 		t.Errorf("lease only, with --benchplot: %v", err)
 	}
 }
+
+func TestScaleOutOnlyWhenNamed(t *testing.T) {
+	o, err := ParseRun(tools(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.Scenarios, ",") != "lease,etcd,kwok,watchcache" {
+		t.Errorf("default scenarios %v: make bench must not bring up the scale-out clusters", o.Scenarios)
+	}
+	if o.ScaleOut.K1M != "_output/bin/k1m" || o.ScaleOut.ImagesDir != "_output/images" || o.ScaleOut.DataRoot != "/var/lib/k1m-bench-scaleout" || o.ScaleOut.ServerMemory != "3Gi" {
+		t.Errorf("scaleout defaults %+v", o.ScaleOut)
+	}
+}
+
+func TestParseRunScaleOutNamesEachBadFlag(t *testing.T) {
+	dir := t.TempDir()
+	_, err := ParseRun(append(tools(t), "--scenarios", "scaleout", "--k1m", filepath.Join(dir, "k1m"), "--images-dir", dir,
+		"--scaleout-data-root", "relative", "--scaleout-server-memory", "3G", "--workers", "2"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, flag := range []string{"--k1m", "--images-dir", "--scaleout-data-root", "--scaleout-server-memory", "--workers"} {
+		if !strings.Contains(err.Error(), flag+" ") {
+			t.Errorf("error does not name %s:\n%v", flag, err)
+		}
+	}
+}

@@ -1,7 +1,8 @@
 // Package leaseflood renews many Leases through kube-apiserver the way
 // kubelets do (Update carrying the last resourceVersion, closed loop) while
 // watchers follow them, and measures rate, latency and what the server
-// spent per update.
+// spent per update. RunSpread spreads the clients over several API
+// servers of one cluster.
 package leaseflood
 
 import (
@@ -53,11 +54,14 @@ func (c Config) Validate() error {
 // Result of one flood against one variant.
 type Result struct {
 	Updates, Conflicts, Errors int64
-	Elapsed                    time.Duration
-	Rate                       float64 // updates/s
-	WatchEventRate             float64 // events/s received per watcher
-	Latency                    stats.Latency
-	APIServer, Etcd            proc.Usage // over the window (etcd: all members)
+	// UpdatesBy are the updates through each of Clients.Workers, in order
+	// (the lease scenario's one API server: all of them).
+	UpdatesBy       []int64
+	Elapsed         time.Duration
+	Rate            float64 // updates/s
+	WatchEventRate  float64 // events/s received per watcher
+	Latency         stats.Latency
+	APIServer, Etcd proc.Usage // over the window (etcd: all members); Run only
 }
 
 // Servers are the processes whose cost is attributed to the updates.
@@ -66,13 +70,51 @@ type Servers struct {
 	Etcd      []*proc.Process
 }
 
+// Clients says which API server each client of a flood talks to.
+type Clients struct {
+	// Workers: worker i renews through Workers[Spread(i, len(Workers))],
+	// so the renewers are spread evenly over several API servers; the
+	// Leases are created through Workers[0].
+	Workers []*rest.Config
+	// Watchers: watcher i follows the Leases through
+	// Watchers[Spread(i, len(Watchers))].
+	Watchers []*rest.Config
+}
+
+// Probe is called when the measured window opens and again when it
+// closes: the caller reads there the counters of whatever processes it
+// attributes the updates' cost to. An error ends the flood.
+type Probe func() error
+
 // Run creates the Leases, starts watchers and workers, warms up, measures
-// for cfg.Duration and stops.
+// for cfg.Duration and stops: every client through restCfg, the cost read
+// from servers.
 func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config) (Result, error) {
+	var edges [][2]proc.Usage
+	probe := func() error {
+		u, err := usage(servers)
+		edges = append(edges, u)
+		return err
+	}
+	one := []*rest.Config{restCfg}
+	r, err := RunSpread(ctx, Clients{Workers: one, Watchers: one}, cfg, probe)
+	if err != nil {
+		return Result{}, err
+	}
+	r.APIServer, r.Etcd = edges[1][0].Sub(edges[0][0]), edges[1][1].Sub(edges[0][1])
+	return r, nil
+}
+
+// RunSpread is Run with the renewers and the watchers spread over the API
+// servers of clients; probe reads the cost at the window's edges.
+func RunSpread(ctx context.Context, clients Clients, cfg Config, probe Probe) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	leases, err := createLeases(ctx, restCfg, cfg)
+	if len(clients.Workers) == 0 || len(clients.Watchers) == 0 {
+		return Result{}, fmt.Errorf("leaseflood: want at least one API server for the workers (%d given) and one for the watchers (%d given)", len(clients.Workers), len(clients.Watchers))
+	}
+	leases, err := createLeases(ctx, clients.Workers[0], cfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -86,20 +128,12 @@ func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watch(ctx, restCfg, &measuring, &watchEvents)
+			watch(ctx, clients.Watchers[Spread(i, len(clients.Watchers))], &measuring, &watchEvents)
 		}()
 	}
-	workers := make([]*worker, cfg.Workers)
-	for i := range workers {
-		client, err := kubernetes.NewForConfig(restCfg) // one connection each, like kubelets
-		if err != nil {
-			return Result{}, err
-		}
-		workers[i] = &worker{client: client.CoordinationV1().Leases(Namespace)}
-	}
-	for i, l := range leases {
-		w := workers[i%len(workers)]
-		w.leases = append(w.leases, l)
+	workers, err := newWorkers(clients.Workers, cfg.Workers, leases)
+	if err != nil {
+		return Result{}, err
 	}
 	for _, w := range workers {
 		wg.Add(1)
@@ -110,8 +144,7 @@ func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config)
 	}
 
 	sleep(ctx, cfg.Warmup)
-	before, err := usage(servers)
-	if err != nil {
+	if err := probe(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
@@ -119,7 +152,7 @@ func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config)
 	sleep(ctx, cfg.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	after, err := usage(servers)
+	err = probe()
 	cancel()
 	wg.Wait()
 	if err != nil {
@@ -128,14 +161,38 @@ func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config)
 	if ctx.Err() != nil && elapsed < cfg.Duration {
 		return Result{}, ctx.Err()
 	}
-	return summarize(workers, elapsed, watchEvents.Load(), cfg.Watchers, before, after), nil
+	return summarize(workers, len(clients.Workers), elapsed, watchEvents.Load(), cfg.Watchers), nil
 }
 
-func summarize(workers []*worker, elapsed time.Duration, events int64, watchers int, before, after [2]proc.Usage) Result {
-	r := Result{Elapsed: elapsed, APIServer: after[0].Sub(before[0]), Etcd: after[1].Sub(before[1])}
+// Spread is the index of the config, of n, that client i (a worker or a
+// watcher) goes through: round robin, so shares differ by one at most.
+func Spread(i, n int) int { return i % n }
+
+// newWorkers makes n workers, each with its own connection (like
+// kubelets) to the API server Spread picks, and deals the Leases out.
+func newWorkers(configs []*rest.Config, n int, leases []*coordinationv1.Lease) ([]*worker, error) {
+	workers := make([]*worker, n)
+	for i := range workers {
+		via := Spread(i, len(configs))
+		client, err := kubernetes.NewForConfig(configs[via])
+		if err != nil {
+			return nil, err
+		}
+		workers[i] = &worker{client: client.CoordinationV1().Leases(Namespace), via: via}
+	}
+	for i, l := range leases {
+		w := workers[i%len(workers)]
+		w.leases = append(w.leases, l)
+	}
+	return workers, nil
+}
+
+func summarize(workers []*worker, configs int, elapsed time.Duration, events int64, watchers int) Result {
+	r := Result{Elapsed: elapsed, UpdatesBy: make([]int64, configs)}
 	var latencies []time.Duration
 	for _, w := range workers {
 		r.Updates += int64(len(w.latencies))
+		r.UpdatesBy[w.via] += int64(len(w.latencies))
 		r.Conflicts += w.conflicts
 		r.Errors += w.errors
 		latencies = append(latencies, w.latencies...)
@@ -175,6 +232,7 @@ type worker struct {
 		Update(context.Context, *coordinationv1.Lease, metav1.UpdateOptions) (*coordinationv1.Lease, error)
 		Get(context.Context, string, metav1.GetOptions) (*coordinationv1.Lease, error)
 	}
+	via               int // index of the config it renews through
 	leases            []*coordinationv1.Lease
 	latencies         []time.Duration
 	conflicts, errors int64

@@ -1,0 +1,63 @@
+package leaseflood
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+)
+
+func TestNewWorkersSpreadOverTheConfigs(t *testing.T) {
+	configs := []*rest.Config{{Host: "https://a"}, {Host: "https://b"}, {Host: "https://c"}}
+	var leases []*coordinationv1.Lease
+	for i := 0; i < 640; i++ {
+		leases = append(leases, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}})
+	}
+	workers, err := newWorkers(configs, 64, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perConfig := make([]int, len(configs))
+	for i, w := range workers {
+		perConfig[w.via]++
+		if w.via != i%3 {
+			t.Errorf("worker %d goes through config %d, want %d", i, w.via, i%3)
+		}
+		if len(w.leases) != 10 {
+			t.Errorf("worker %d owns %d Leases, want 10", i, len(w.leases))
+		}
+	}
+	if want := []int{22, 21, 21}; !reflect.DeepEqual(perConfig, want) {
+		t.Errorf("workers per config %v, want %v", perConfig, want)
+	}
+	// One config (the lease scenario): every worker through it.
+	one, err := newWorkers(configs[:1], 64, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range one {
+		if w.via != 0 {
+			t.Errorf("one config: worker %d goes through config %d", i, w.via)
+		}
+	}
+}
+
+func TestSummarizeCountsUpdatesPerConfig(t *testing.T) {
+	ms := time.Millisecond
+	workers := []*worker{
+		{via: 0, latencies: []time.Duration{ms, 2 * ms, 3 * ms}, conflicts: 1},
+		{via: 1, latencies: []time.Duration{4 * ms}, errors: 2},
+		{via: 0, latencies: []time.Duration{5 * ms}},
+	}
+	r := summarize(workers, 3, 2*time.Second, 40, 4)
+	if r.Updates != 5 || !reflect.DeepEqual(r.UpdatesBy, []int64{4, 1, 0}) || r.Conflicts != 1 || r.Errors != 2 {
+		t.Errorf("updates %d by config %v, conflicts %d, errors %d; want 5, [4 1 0], 1, 2", r.Updates, r.UpdatesBy, r.Conflicts, r.Errors)
+	}
+	if r.Rate != 2.5 || r.WatchEventRate != 5 || r.Latency.P50 != 3*ms {
+		t.Errorf("rate %v, watch events %v per watcher, p50 %v; want 2.5, 5, 3ms", r.Rate, r.WatchEventRate, r.Latency.P50)
+	}
+}
