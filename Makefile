@@ -71,7 +71,7 @@ conformance: conformance-images ## run the suite as Sonobuoy does against the ru
 	K1M=$(K1M_BIN) CLUSTER_DIR=$(OUT)/cluster $(K1M_CLUSTER) import $(OUT)/conformance/images
 	$(CONFORMANCE) --mode $(MODE) $(CONFORMANCE_ARGS)
 
-conformance-test: deps-cluster build images conformance-images ## make test's part: a 3-node cluster, MODE=quick then the curated specs, then down
+conformance-test: deps-cluster build images conformance-images ## make test's part: 3 servers + 2 agents, MODE=quick then the curated specs, then down
 	hack/conformance-test.sh
 
 deps-kind: ## install what kind images and clusters need (docker.io, debootstrap, the cluster packages)

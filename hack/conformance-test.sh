@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make test's conformance part: a fresh 3-node k1m cluster (server + 2
-# agents), the conformance images imported into every node, then Sonobuoy's
-# quick mode and k1m's curated specs (leases, node lifecycle, events, watch
+# make test's conformance part: a fresh k1m cluster of 3 servers (raft
+# etcds, leader-elected controllers) and 2 agents, the conformance images
+# imported into every node, then Sonobuoy's quick mode and k1m's curated specs (leases, node lifecycle, events, watch
 # and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then the
 # cluster is taken down.
 # Thin glue around hack/cluster.sh (which runs cmd/k1m-cluster) and
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-_output}
 export K1M=${K1M:-$OUT/bin/k1m}
-export SERVERS=1 NODES=3
+export SERVERS=3 NODES=5
 export CLUSTER_DIR=$OUT/conformance-test/cluster
 export DATA_ROOT=${DATA_ROOT:-/var/lib/k1m-conformance-test}
 export IMAGES_DIR=$OUT/images
