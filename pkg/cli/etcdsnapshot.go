@@ -64,6 +64,9 @@ func (o *snapshotOptions) saveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := refuseExternalDurable(o.dataDir); err != nil {
+				return err
+			}
 			now := time.Now()
 			info, err := o.store().Save(cmd.Context(), server.DurableEtcdURL(o.etcdPort), server.EtcdClientTLS(o.dataDir),
 				etcd.SnapshotName(name, node, now), node, version.String(), now)
@@ -168,4 +171,18 @@ func (o *snapshotOptions) pruneCommand() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", name, "prune snapshots whose names start with NAME- (scheduled ones: "+etcd.ScheduledPrefix+")")
 	cmd.Flags().IntVar(&retention, "etcd-snapshot-retention", retention, "snapshots of that name to keep")
 	return cmd
+}
+
+// refuseExternalDurable refuses a snapshot on a server whose durable
+// store is an external etcd (--datastore-endpoint): that etcd's operator
+// snapshots it.
+func refuseExternalDurable(dataDir string) error {
+	record, err := server.ReadDatastore(dataDir)
+	if err != nil {
+		return err
+	}
+	if len(record.Durable) > 0 {
+		return fmt.Errorf("the server with --data-dir %s keeps its durable store in the external etcd at %s (--datastore-endpoint): snapshot it with that etcd's own tools (etcdctl snapshot save)", dataDir, strings.Join(record.Durable, ","))
+	}
+	return nil
 }

@@ -25,6 +25,10 @@ type CompletedServer struct {
 	MemoryLimitBytes int64
 	// JoinToken is the parsed --token of a joining server (--server).
 	JoinToken pki.Token
+	// ExternalDurable and ExternalEphemeral are the external etcd
+	// members of each store (--datastore-endpoint,
+	// --ephemeral-datastore-endpoint); none: the store is embedded.
+	ExternalDurable, ExternalEphemeral []string
 }
 
 // DefaultEphemeralDataDir is the no-fsync etcd's directory unless
@@ -53,6 +57,8 @@ func (s Server) Complete() (*CompletedServer, error) {
 	if s.JoinServer != "" {
 		c.JoinToken, _ = pki.ParseToken(s.Token)
 	}
+	c.ExternalDurable = Endpoints(s.Datastore.Endpoint)
+	c.ExternalEphemeral = Endpoints(s.Datastore.EphemeralEndpoint)
 	services := netip.MustParsePrefix(s.ServiceCIDR)
 	c.KubernetesServiceIP = nthAddress(services, 1)
 	c.DNSServiceIP = nthAddress(services, 10)

@@ -47,7 +47,9 @@ type Server struct {
 	JoinServer  string
 	// DisableEtcd runs no etcd here: kube-apiserver (and the elected
 	// controller-manager and scheduler) over the cluster's members.
-	DisableEtcd  bool
+	DisableEtcd bool
+	// Datastore puts either store in an external etcd.
+	Datastore    Datastore
 	DisableAgent bool
 	NodeName     string
 	NodeIP       string
@@ -139,6 +141,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
 	fs.Int64Var(&s.EtcdQuotaBytes, "etcd-quota-backend-bytes", s.EtcdQuotaBytes, "size of the durable etcd's database at which it raises its NOSPACE alarm and refuses writes")
 	fs.StringVar(&s.MemoryLimit, "memory-limit", s.MemoryLimit, "memory of the control plane (this process and what it starts but pods), e.g. 6Gi; the node agent's kubelet reserves it (default: the cgroup's limit, else a quarter of the machine, at least 2Gi, when the server runs a node agent)")
+	s.Datastore.addFlags(fs)
 	s.EtcdSnapshots.addFlags(fs)
 	s.ClusterReset.addFlags(fs)
 	addPassThroughFlags(fs, s.passThroughFlags())
@@ -200,6 +203,7 @@ func (s *Server) Validate() error {
 	add(requireProxyMode(s.ProxyMode))
 	add(requireNodeName("--node-name", s.NodeName))
 	add(requirePodLogsDir(s.PodLogsDir))
+	add(s.Datastore.validate())
 	portsOK := true
 	for _, p := range []struct {
 		flag string
@@ -307,6 +311,8 @@ func (s *Server) validateJoin() error {
 		return errors.New("--disable-etcd needs --server: an API-server-only server runs over the etcd members of an existing cluster, which it joins (the first server runs etcd: --cluster-init)")
 	case s.DisableEtcd && s.ClusterReset.Enabled:
 		return errors.New("--disable-etcd and --cluster-reset: this server has no etcd to reset; run the reset on a server that has one")
+	case s.Datastore.Endpoint != "" && s.ClusterReset.Enabled:
+		return errors.New("--cluster-reset and --datastore-endpoint: the durable store is the external etcd, which k1m does not reset or restore; restore it with etcd's own tools (etcdutl snapshot restore)")
 	case s.ClusterInit && s.JoinServer != "":
 		return errors.New("--cluster-init and --server: the first server starts the cluster (--cluster-init), the others join it (--server URL --token T): give one")
 	case s.JoinServer == "" && s.Token != "":

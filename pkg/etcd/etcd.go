@@ -24,6 +24,11 @@ import (
 // TLS names the files an etcd member serves and checks clients with.
 type TLS struct {
 	CertFile, KeyFile, CAFile string
+	// ClientCAFile, when set, is what a member checks client certificates
+	// against instead of CAFile (peers still need CAFile's): a bundle
+	// that also trusts an external etcd's client certificate, which
+	// kube-apiserver presents to every store.
+	ClientCAFile string `json:",omitempty"`
 }
 
 // Member describes one embedded etcd.
@@ -160,8 +165,11 @@ func config(m Member) (*embed.Config, error) {
 	if m.JoinExisting {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
 	}
-	cfg.ClientTLSInfo = tls
 	cfg.PeerTLSInfo = tls
+	if m.TLS.ClientCAFile != "" {
+		tls.TrustedCAFile = m.TLS.ClientCAFile
+	}
+	cfg.ClientTLSInfo = tls
 	cfg.UnsafeNoFsync = m.NoFsync
 	cfg.LogLevel = "warn"
 	cfg.QuotaBackendBytes = m.quota()

@@ -34,7 +34,15 @@ const (
 	tokenKeyPrefix  = "token."        // token.<token ID>: the sealed bundle
 	etcdKeyPrefix   = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
 	serverKeyPrefix = "server."       // server.<node>: that server's kube-apiserver URL
+	datastoreKey    = "datastore"     // the external etcd of each store (Datastore, JSON), the same from every server
 )
+
+// Datastore names the external etcd members of each store; none: the
+// servers' embedded etcds hold that store.
+type Datastore struct {
+	Durable   []string `json:"durable,omitempty"`
+	Ephemeral []string `json:"ephemeral,omitempty"`
+}
 
 // ServerBootstrap is what a joining server reads.
 type ServerBootstrap struct {
@@ -42,6 +50,8 @@ type ServerBootstrap struct {
 	// DurableEtcd are the client URLs the servers' durable etcds
 	// advertised when they last started, by server name.
 	DurableEtcd map[string]string
+	// Datastore is where the cluster keeps its stores.
+	Datastore Datastore
 }
 
 // DurableEtcdURLs lists DurableEtcd's URLs, sorted.
@@ -55,12 +65,14 @@ func (b ServerBootstrap) DurableEtcdURLs() []string {
 }
 
 // PublishServer records, for a server of a multi-server cluster, its
-// sealed bundle under its token, its kube-apiserver URL and, unless it
-// runs no etcd (durableEtcdURL empty), where its durable etcd serves.
-// Each server writes only its own keys (a merge patch), so servers
+// sealed bundle under its token, its kube-apiserver URL, the cluster's
+// datastore and, unless it runs no durable etcd (durableEtcdURL empty),
+// where its durable etcd serves. Each server writes only its own keys (a
+// merge patch; the datastore is the same from every server), so servers
 // starting at once do not undo each other.
-func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, apiURL, durableEtcdURL string) error {
-	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), serverKeyPrefix + node: apiURL}
+func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, apiURL, durableEtcdURL string, datastore Datastore) error {
+	stores, _ := json.Marshal(datastore)
+	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), serverKeyPrefix + node: apiURL, datastoreKey: string(stores)}
 	if durableEtcdURL != "" {
 		data[etcdKeyPrefix+node] = durableEtcdURL
 	}
@@ -146,11 +158,16 @@ func parseServerBootstrap(data map[string]string, tokenID string) (ServerBootstr
 			out.DurableEtcd[node] = v
 		}
 	}
+	if stores, ok := data[datastoreKey]; ok {
+		if err := json.Unmarshal([]byte(stores), &out.Datastore); err != nil {
+			return ServerBootstrap{}, serverError("%s/%s: %s %q: %v", metav1.NamespaceSystem, ServerBootstrapName, datastoreKey, stores, err)
+		}
+	}
 	sealed, ok := data[tokenKeyPrefix+tokenID]
 	if !ok {
 		return ServerBootstrap{}, &Error{InputToken, fmt.Errorf("%w: token %s joins agents only (no server has published its bootstrap data for it): join servers with a server's DATA-DIR/token", ErrNotServerToken, tokenID)}
 	}
-	if len(out.DurableEtcd) == 0 {
+	if len(out.DurableEtcd) == 0 && len(out.Datastore.Durable) == 0 {
 		return ServerBootstrap{}, serverError("%s/%s names no server's etcd: is the first server running with --cluster-init?", metav1.NamespaceSystem, ServerBootstrapName)
 	}
 	out.Sealed = []byte(sealed)

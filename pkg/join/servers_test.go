@@ -95,10 +95,10 @@ func TestFetchServerBootstrap(t *testing.T) {
 func TestPublishKnowForgetServers(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
-	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379"); err != nil {
+	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379", Datastore{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "api4", "https://[fddf:4035:b520::1]:6443", ""); err != nil {
+	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "api4", "https://[fddf:4035:b520::1]:6443", "", Datastore{}); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
@@ -106,7 +106,7 @@ func TestPublishKnowForgetServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"token.abcdef": "sealed", "server.s1": "https://[fddf:4035:b520::1:1]:6443",
-		"durable-etcd.s1": "https://[fddf:4035:b520::1:1]:2379", "server.api4": "https://[fddf:4035:b520::1]:6443"}
+		"durable-etcd.s1": "https://[fddf:4035:b520::1:1]:2379", "server.api4": "https://[fddf:4035:b520::1]:6443", "datastore": "{}"}
 	if !reflect.DeepEqual(cm.Data, want) {
 		t.Errorf("data %v, want %v", cm.Data, want)
 	}
@@ -123,5 +123,39 @@ func TestPublishKnowForgetServers(t *testing.T) {
 	}
 	if known, _ := ServerKnown(ctx, client, "s1"); !known {
 		t.Error("ForgetServer(api4) forgot s1")
+	}
+}
+
+// A cluster on an external durable etcd has no server etcd records: the
+// datastore key is what a joining server needs.
+func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
+	const secret = "abcdef.0123456789abcdef"
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	stores := Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379"}}
+	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", stores); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, caPEM := bootstrapServer(t, secret, cm.Data)
+	hash, _ := pki.CAHash(caPEM)
+	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ServerBootstrap{Sealed: []byte("sealed"), DurableEtcd: map[string]string{}, Datastore: stores}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fetched %+v, want %+v", got, want)
+	}
+	// Neither a server etcd nor an external one: not a cluster to join.
+	delete(cm.Data, "datastore")
+	srv, caPEM = bootstrapServer(t, secret, cm.Data)
+	hash, _ = pki.CAHash(caPEM)
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	if err == nil || err.Error() != "server: kube-system/k1m-server-bootstrap names no server's etcd: is the first server running with --cluster-init?" {
+		t.Errorf("no etcd named: %v", err)
 	}
 }

@@ -17,11 +17,8 @@ import (
 // (--disable-etcd) every member of the cluster's.
 type etcdStores struct {
 	durable, ephemeral []string
-}
-
-// localStores are a server's own members.
-func localStores(durable, ephemeral etcd.Member) etcdStores {
-	return etcdStores{durable: []string{durable.ClientURL()}, ephemeral: []string{ephemeral.ClientURL()}}
+	// tls is kube-apiserver's client TLS to both (one set for all stores).
+	tls etcd.TLS
 }
 
 // etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
@@ -32,15 +29,16 @@ func etcdOverrides(stores etcdStores) string {
 
 func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdStores, opts apiserverOptions) []string {
 	domain := strings.TrimSuffix(cfg.ClusterDomain, ".")
+	tls := stores.tls
 	args := []string{
 		"--advertise-address=" + advertise,
 		"--bind-address=" + cfg.BindAddress,
 		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
 		"--etcd-servers=" + strings.Join(stores.durable, ","),
 		"--etcd-servers-overrides=" + etcdOverrides(stores),
-		"--etcd-cafile=" + c.etcd.cert,
-		"--etcd-certfile=" + c.etcdClient.cert,
-		"--etcd-keyfile=" + c.etcdClient.key,
+		"--etcd-cafile=" + tls.CAFile,
+		"--etcd-certfile=" + tls.CertFile,
+		"--etcd-keyfile=" + tls.KeyFile,
 		"--client-ca-file=" + c.cluster.cert,
 		"--tls-cert-file=" + c.apiserver.cert,
 		"--tls-private-key-file=" + c.apiserver.key,

@@ -19,7 +19,7 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 	}
 	// An API-server-only server reaches every member of the cluster.
 	remote := etcdStores{durable: []string{"https://[fddf:4035:b520::1:1]:2379", "https://[fddf:4035:b520::1:2]:2379"},
-		ephemeral: []string{"https://[fddf:4035:b520::1:1]:2381", "https://[fddf:4035:b520::1:2]:2381"}}
+		ephemeral: []string{"https://[fddf:4035:b520::1:1]:2381", "https://[fddf:4035:b520::1:2]:2381"}, tls: testStoreTLS}
 	want = "/events#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381," +
 		"coordination.k8s.io/leases#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381"
 	if got := etcdOverrides(remote); got != want {
@@ -30,6 +30,14 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 		t.Errorf("--etcd-servers of several members missing from %v", args)
 	}
 }
+
+// localStores are a server's own members, reached with the etcd CA's
+// client certificate.
+func localStores(durable, ephemeral etcd.Member) etcdStores {
+	return etcdStores{durable: []string{durable.ClientURL()}, ephemeral: []string{ephemeral.ClientURL()}, tls: testStoreTLS}
+}
+
+var testStoreTLS = etcd.TLS{CertFile: "/t/apiserver-etcd-client.crt", KeyFile: "/t/apiserver-etcd-client.key", CAFile: "/t/etcd-ca.crt"}
 
 // testCerts names every file after its role, so that an argument pointing
 // at the wrong file shows.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -36,6 +37,16 @@ func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi
 
 func durableHasData(dataDir string) bool { return etcd.HasData(filepath.Join(dataDir, "etcd")) }
 
+// joinedBefore tells a joining server's restart from its first start: its
+// durable member has data, or, on a server without one (--disable-etcd,
+// --datastore-endpoint), the marker says it joined.
+func (s *Server) joinedBefore(marked bool) bool {
+	if s.cfg.DisableEtcd || len(s.cfg.ExternalDurable) > 0 {
+		return marked
+	}
+	return durableHasData(s.cfg.DataDir)
+}
+
 // phaseCluster settles the membership; a joining server's first start
 // gets the cluster's shared files here, after checking that its
 // cluster-wide settings are the cluster's (refused before anything is
@@ -44,9 +55,7 @@ func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
 	_, markerErr := os.Stat(clusterMarker(s.cfg.DataDir))
 	marked := markerErr == nil
 	m := membership{clustered: marked || s.cfg.ClusterInit || s.cfg.JoinServer != ""}
-	// A joining server's first start (an API-server-only server has no
-	// etcd data ever: the marker says it joined already).
-	if s.cfg.JoinServer != "" && !durableHasData(s.cfg.DataDir) && !(s.cfg.DisableEtcd && marked) {
+	if s.cfg.JoinServer != "" && !s.joinedBefore(marked) {
 		if !marked && fileExists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
 			return membership{}, fmt.Errorf("--server: %s holds a cluster of its own (a lone or first server's CAs): a joining server needs an empty --data-dir (or start this one without --server)", s.cfg.DataDir)
 		}
@@ -88,7 +97,7 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkClusterSettings(s.cfg, found.Settings, bundle.SecretsEncryption); err != nil {
+	if err := checkClusterSettings(s.cfg, found.Settings, bundle.SecretsEncryption, fetched.Datastore); err != nil {
 		return nil, err
 	}
 	if err := bundle.Write(TLSDir(s.cfg.DataDir)); err != nil {
@@ -113,7 +122,7 @@ func joinFlagError(err error) error {
 // checkClusterSettings refuses a joining server whose cluster-wide
 // settings differ from the cluster's: every server runs the same
 // controllers and kubelet profile over one datastore.
-func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, secretsEncryption bool) error {
+func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, secretsEncryption bool, datastore join.Datastore) error {
 	var errs []error
 	differs := func(flag, mine, theirs string) {
 		if mine != theirs {
@@ -125,7 +134,29 @@ func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, se
 	differs("--cluster-cidr", cfg.ClusterCIDR, cluster.ClusterCIDR)
 	differs("--service-cidr", cfg.ServiceCIDR, cluster.ServiceCIDR)
 	differs("--secrets-encryption", fmt.Sprint(cfg.SecretsEncryption), fmt.Sprint(secretsEncryption))
+	// Servers over different stores would serve different clusters.
+	storeDiffers := func(flag string, mine, theirs []string) {
+		m, t := endpointSet(mine), endpointSet(theirs)
+		switch {
+		case m == t:
+		case t == "":
+			errs = append(errs, fmt.Errorf("%s %s: the cluster keeps this store in its servers' embedded etcd; start this one without %s", flag, m, flag))
+		case m == "":
+			errs = append(errs, fmt.Errorf("%s is not set: the cluster keeps this store in the external etcd at %s; start this one with %s=%s", flag, t, flag, t))
+		default:
+			differs(flag, m, t)
+		}
+	}
+	storeDiffers("--datastore-endpoint", cfg.ExternalDurable, datastore.Durable)
+	storeDiffers("--ephemeral-datastore-endpoint", cfg.ExternalEphemeral, datastore.Ephemeral)
 	return errors.Join(errs...)
+}
+
+// endpointSet shows an external store's endpoints in one order, "" for
+// an embedded store.
+func endpointSet(endpoints []string) string {
+	sorted := slices.Sorted(slices.Values(endpoints))
+	return strings.Join(sorted, ",")
 }
 
 func fileExists(path string) bool {
@@ -149,5 +180,5 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 	if durable != nil {
 		etcdURL = durable.Member.AdvertisedClientURL()
 	}
-	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL)
+	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL, s.datastore())
 }

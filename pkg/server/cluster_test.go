@@ -1,6 +1,8 @@
 package server
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,16 +18,52 @@ func TestCheckClusterSettingsNamesEveryFlagThatDiffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR}
-	if err := checkClusterSettings(cfg, same, false); err != nil {
+	if err := checkClusterSettings(cfg, same, false, join.Datastore{}); err != nil {
 		t.Errorf("the same settings: %v", err)
 	}
 	other := join.Settings{RenewInterval: 5 * time.Second, ClusterDomain: "k1m.example", ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: "fddf:4035:b511::/108"}
-	err = checkClusterSettings(cfg, other, true)
+	err = checkClusterSettings(cfg, other, true, join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379"}})
 	want := "--node-lease-renew-interval 10s differs from the cluster's 5s: every server of a cluster has the same; start this one with --node-lease-renew-interval=5s\n" +
 		"--cluster-domain cluster.local differs from the cluster's k1m.example: every server of a cluster has the same; start this one with --cluster-domain=k1m.example\n" +
 		"--service-cidr fddf:4035:b510::/108 differs from the cluster's fddf:4035:b511::/108: every server of a cluster has the same; start this one with --service-cidr=fddf:4035:b511::/108\n" +
-		"--secrets-encryption false differs from the cluster's true: every server of a cluster has the same; start this one with --secrets-encryption=true"
+		"--secrets-encryption false differs from the cluster's true: every server of a cluster has the same; start this one with --secrets-encryption=true\n" +
+		"--datastore-endpoint is not set: the cluster keeps this store in the external etcd at https://[fddf:4035:b520::5]:2379; start this one with --datastore-endpoint=https://[fddf:4035:b520::5]:2379"
 	if err == nil || err.Error() != want {
 		t.Errorf("differing settings:\n%v\nwant\n%s", err, want)
 	}
+}
+
+// A server on an external etcd joining a cluster on others (or on the
+// servers' embedded etcds) is refused; the same members in another order
+// are the same store.
+func TestCheckClusterSettingsComparesTheStores(t *testing.T) {
+	ca := writeFile(t, "ca.crt", "x")
+	flags := config.DefaultServer()
+	flags.DataDir = t.TempDir()
+	flags.Datastore = config.Datastore{Endpoint: "https://[fddf:4035:b520::6]:2379,https://[fddf:4035:b520::5]:2379",
+		EphemeralEndpoint: "https://[fddf:4035:b520::7]:2379", CAFile: ca, CertFile: ca, KeyFile: ca}
+	cfg, err := flags.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR}
+	stores := join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}, Ephemeral: []string{"https://[fddf:4035:b520::7]:2379"}}
+	if err := checkClusterSettings(cfg, same, false, stores); err != nil {
+		t.Errorf("the same stores: %v", err)
+	}
+	err = checkClusterSettings(cfg, same, false, join.Datastore{Durable: []string{"https://[fddf:4035:b520::9]:2379"}})
+	want := "--datastore-endpoint https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379 differs from the cluster's https://[fddf:4035:b520::9]:2379: every server of a cluster has the same; start this one with --datastore-endpoint=https://[fddf:4035:b520::9]:2379\n" +
+		"--ephemeral-datastore-endpoint https://[fddf:4035:b520::7]:2379: the cluster keeps this store in its servers' embedded etcd; start this one without --ephemeral-datastore-endpoint"
+	if err == nil || err.Error() != want {
+		t.Errorf("other stores:\n%v\nwant\n%s", err, want)
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -58,33 +59,59 @@ func (s *Server) clusterMember(m etcd.Member) etcd.Member {
 }
 
 func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
-	return etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.etcd.cert}
+	tls := etcd.TLS{CertFile: c.etcdServer.cert, KeyFile: c.etcdServer.key, CAFile: c.etcd.cert}
+	if s.cfg.Datastore.External() {
+		tls.ClientCAFile = datastoreCABundle(c) // kube-apiserver's client certificate is the external etcd's
+	}
+	return tls
 }
 
-// phaseEtcd starts both etcds. The no-fsync one always starts empty: its
+// phaseEtcd starts the embedded etcds: each store's unless it is an
+// external etcd (then nil). The no-fsync one always starts empty: its
 // files are not trusted after any stop (a crash or power loss may leave
 // them half-written, and they hold only Leases and Events, which every
 // kubelet and component writes again within one renew interval). The
 // durable one gets its start housekeeping (alarms, defragmentation).
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
 	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
-	s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
+	embedDurable, embedEphemeral := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalEphemeral) == 0
+	switch {
+	case embedDurable && embedEphemeral:
+		s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
+	case embedDurable:
+		s.step("starting etcd (durable, %s); Events and Leases in the external etcd at %s", durableMember.DataDir, strings.Join(s.cfg.ExternalEphemeral, ","))
+	case embedEphemeral:
+		s.step("starting etcd (no fsync, %s, started empty); the durable store is the external etcd at %s", ephemeralMember.DataDir, strings.Join(s.cfg.ExternalDurable, ","))
+	default:
+		s.step("no embedded etcd: the durable store is the external etcd at %s, Events and Leases at %s", strings.Join(s.cfg.ExternalDurable, ","), strings.Join(s.cfg.ExternalEphemeral, ","))
+		return nil, nil, nil
+	}
 	// First: on a shared disk the discarded store's space counts toward
 	// the durable etcd's reserve, which etcd.Start checks.
-	if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
-		return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
+	if embedEphemeral {
+		if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
+			return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
+		}
 	}
-	durable, err := s.startDurable(ctx, durableMember)
-	if err != nil {
-		return nil, nil, err
+	var durable *etcd.Running
+	if embedDurable {
+		var err error
+		if durable, err = s.startDurable(ctx, durableMember); err != nil {
+			return nil, nil, err
+		}
+		if err := durable.HousekeepAtStart(ctx, func(msg string) { s.step("%s", msg) }); err != nil {
+			durable.Stop()
+			return nil, nil, err
+		}
 	}
-	if err := durable.HousekeepAtStart(ctx, func(msg string) { s.step("%s", msg) }); err != nil {
-		durable.Stop()
-		return nil, nil, err
+	if !embedEphemeral {
+		return durable, nil, nil
 	}
 	ephemeral, err := s.startEphemeral(ctx, durable, ephemeralMember)
 	if err != nil {
-		durable.Stop()
+		if durable != nil {
+			durable.Stop()
+		}
 		return nil, nil, err
 	}
 	return durable, ephemeral, nil
@@ -127,29 +154,37 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 }
 
 // startEphemeral starts the no-fsync etcd, empty: for a server of several
-// in the others' no-fsync cluster (etcd.StartEphemeral).
+// in the others' no-fsync cluster (etcd.StartEphemeral), which the
+// durable store (durable, or nil: the external etcd) records.
 func (s *Server) startEphemeral(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
 	if !s.member.clustered {
 		return etcd.Start(ctx, m)
 	}
-	clientTLS := EtcdClientTLS(s.cfg.DataDir)
-	cli, err := etcd.NewClient([]string{durable.Member.ClientURL()}, clientTLS)
+	endpoints, tls := s.durableClientTarget(durable)
+	cli, err := etcd.NewClient(endpoints, tls)
 	if err != nil {
 		return nil, err
 	}
 	defer cli.Close()
-	return etcd.StartEphemeral(ctx, cli, m, clientTLS, func(msg string) { s.step("%s", msg) })
+	return etcd.StartEphemeral(ctx, cli, m, EtcdClientTLS(s.cfg.DataDir), func(msg string) { s.step("%s", msg) })
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the
 // server does: the alarm and disk watches of both, and scheduled snapshots.
 func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, ephemeral *etcd.Running) {
 	for _, r := range []*etcd.Running{durable, ephemeral} {
+		if r == nil {
+			continue // an external etcd: the operator's to watch
+		}
 		report := func(msg string) { klog.Errorf("k1m server: %s", msg) }
 		go r.WatchAlarms(ctx, alarmCheckInterval, report)
 		go r.WatchDisk(ctx, diskCheckInterval, report)
 	}
-	if s.cfg.EtcdSnapshots.Disable {
+	switch {
+	case durable == nil:
+		s.step("no scheduled etcd snapshots here: the durable store is the external etcd at %s, which its operator snapshots", strings.Join(s.cfg.ExternalDurable, ","))
+		return
+	case s.cfg.EtcdSnapshots.Disable:
 		s.step("scheduled etcd snapshots are off (--etcd-disable-snapshots)")
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,37 +34,29 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	external, err := ReadDatastore(o.DataDir)
+	if err != nil {
+		return err
+	}
 	tls := EtcdClientTLS(o.DataDir)
-	err = etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
-	switch {
-	case errors.Is(err, etcd.ErrNoSuchMember):
-		// An API-server-only server has a record but no member; a name
-		// with neither is a mistake.
-		known, knownErr := join.ServerKnown(ctx, client, o.Name)
-		if knownErr != nil {
-			return knownErr
+	if len(external.Durable) > 0 {
+		fmt.Fprintf(out, "the durable store is the external etcd at %s: no member of it to remove\n", strings.Join(external.Durable, ","))
+		if err := requireKnownServer(ctx, client, o.Name, etcd.ErrNoSuchMember); err != nil {
+			return err
 		}
-		if !known {
-			return fmt.Errorf("%w, and no server of that name published itself: nothing to remove", err)
-		}
-		fmt.Fprintf(out, "%s has no etcd member (an API-server-only server, --disable-etcd)\n", o.Name)
-	case err != nil:
-		return fmt.Errorf("durable etcd: %w", err)
-	default:
-		fmt.Fprintf(out, "removed %s from the durable etcd\n", o.Name)
+	} else if err := removeDurableMember(ctx, client, o, tls, out); err != nil {
+		return err
 	}
-	err = etcd.Remove(ctx, []string{DurableEtcdURL(o.EphemeralEtcdPort)}, tls, o.Name)
-	switch {
-	case errors.Is(err, etcd.ErrNoSuchMember):
-		fmt.Fprintf(out, "%s had no member in the no-fsync etcd\n", o.Name)
-	case err != nil:
-		// Its members start empty and join again at every start: a
-		// leftover entry is replaced then; say so, and go on.
-		fmt.Fprintf(out, "warning: the no-fsync etcd kept %s's member: %v\n", o.Name, err)
-	default:
-		fmt.Fprintf(out, "removed %s from the no-fsync etcd\n", o.Name)
+	if len(external.Ephemeral) > 0 {
+		fmt.Fprintf(out, "Events and Leases are in the external etcd at %s: no member of it to remove\n", strings.Join(external.Ephemeral, ","))
+	} else {
+		removeEphemeralMember(ctx, o, tls, out)
 	}
-	cli, err := etcd.NewClient([]string{DurableEtcdURL(o.EtcdPort)}, tls)
+	records, recordsTLS := []string{DurableEtcdURL(o.EtcdPort)}, tls
+	if len(external.Durable) > 0 {
+		records, recordsTLS = external.Durable, external.TLS
+	}
+	cli, err := etcd.NewClient(records, recordsTLS)
 	if err != nil {
 		return err
 	}
@@ -72,6 +65,53 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 		return err
 	}
 	return forgetServerObjects(ctx, client, o, out)
+}
+
+// removeDurableMember removes the server's member of the servers'
+// durable etcd (refused when the rest would lose quorum); a server
+// without one must at least have published itself.
+func removeDurableMember(ctx context.Context, client kubernetes.Interface, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
+	switch {
+	case errors.Is(err, etcd.ErrNoSuchMember):
+		if err := requireKnownServer(ctx, client, o.Name, err); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s has no etcd member (an API-server-only server, --disable-etcd)\n", o.Name)
+	case err != nil:
+		return fmt.Errorf("durable etcd: %w", err)
+	default:
+		fmt.Fprintf(out, "removed %s from the durable etcd\n", o.Name)
+	}
+	return nil
+}
+
+// requireKnownServer refuses a name no server published: a mistake,
+// which why (a missing member) explains.
+func requireKnownServer(ctx context.Context, client kubernetes.Interface, name string, why error) error {
+	known, err := join.ServerKnown(ctx, client, name)
+	if err != nil {
+		return err
+	}
+	if !known {
+		return fmt.Errorf("%w, and no server of that name published itself: nothing to remove", why)
+	}
+	return nil
+}
+
+// removeEphemeralMember removes the server's no-fsync member; its
+// members start empty and join again at every start, so a leftover entry
+// is replaced then: a failure is a warning.
+func removeEphemeralMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out io.Writer) {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EphemeralEtcdPort)}, tls, o.Name)
+	switch {
+	case errors.Is(err, etcd.ErrNoSuchMember):
+		fmt.Fprintf(out, "%s had no member in the no-fsync etcd\n", o.Name)
+	case err != nil:
+		fmt.Fprintf(out, "warning: the no-fsync etcd kept %s's member: %v\n", o.Name, err)
+	default:
+		fmt.Fprintf(out, "removed %s from the no-fsync etcd\n", o.Name)
+	}
 }
 
 func adminClient(dataDir string) (kubernetes.Interface, error) {

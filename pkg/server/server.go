@@ -91,7 +91,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if cfg.ClusterReset.Enabled {
 		return s.phaseClusterReset(ctx, c)
 	}
-	local, stores, err := s.phaseStores(ctx, c)
+	local, stores, err := s.phaseStores(ctx, c, token.CAHash)
 	if err != nil {
 		return err
 	}

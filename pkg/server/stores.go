@@ -34,10 +34,24 @@ func errOf(r *etcd.Running) <-chan error {
 }
 
 // phaseStores starts this server's etcds with their housekeeping, or on
-// an API-server-only server finds the cluster's members.
-func (s *Server) phaseStores(ctx context.Context, c *certs) (etcds, etcdStores, error) {
+// an API-server-only server finds the cluster's members; an external
+// etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is claimed
+// for this cluster first.
+func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcds, etcdStores, error) {
+	if err := s.recordDatastore(); err != nil {
+		return etcds{}, etcdStores{}, err
+	}
+	if s.cfg.Datastore.External() {
+		if err := s.writeDatastoreCABundle(c); err != nil {
+			return etcds{}, etcdStores{}, err
+		}
+		if err := s.claimDatastore(ctx, caHash); err != nil {
+			return etcds{}, etcdStores{}, err
+		}
+	}
 	if s.cfg.DisableEtcd {
 		stores, err := s.phaseRemoteEtcd(ctx)
+		stores.tls = s.storeTLS(c)
 		return etcds{}, stores, err
 	}
 	durable, ephemeral, err := s.phaseEtcd(ctx, c)
@@ -45,7 +59,14 @@ func (s *Server) phaseStores(ctx context.Context, c *certs) (etcds, etcdStores, 
 		return etcds{}, etcdStores{}, err
 	}
 	s.phaseHousekeeping(ctx, c, durable, ephemeral)
-	return etcds{durable, ephemeral}, localStores(durable.Member, ephemeral.Member), nil
+	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral, tls: s.storeTLS(c)}
+	if durable != nil {
+		stores.durable = []string{durable.Member.ClientURL()}
+	}
+	if ephemeral != nil {
+		stores.ephemeral = []string{ephemeral.Member.ClientURL()}
+	}
+	return etcds{durable, ephemeral}, stores, nil
 }
 
 // remoteEtcdFile keeps, on an API-server-only server, the durable etcd
@@ -54,8 +75,43 @@ func remoteEtcdFile(dataDir string) string { return filepath.Join(dataDir, "etcd
 
 // phaseRemoteEtcd finds the cluster's voting durable members (from those
 // the join named, or those it reached last time) and the no-fsync members
-// the durable etcd records.
+// the durable etcd records; an external store is its endpoints.
 func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
+	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral}
+	if len(stores.durable) > 0 && len(stores.ephemeral) > 0 {
+		s.step("no etcd here: kube-apiserver over the external etcds at %s and %s", strings.Join(stores.durable, ","), strings.Join(stores.ephemeral, ","))
+		return stores, nil
+	}
+	endpoints, tls := stores.durable, s.datastoreTLS()
+	if len(endpoints) == 0 {
+		members, err := s.durableMembers(ctx)
+		if err != nil {
+			return etcdStores{}, err
+		}
+		stores.durable, endpoints, tls = members, members, EtcdClientTLS(s.cfg.DataDir)
+	}
+	if len(stores.ephemeral) == 0 {
+		cli, err := etcd.NewClient(endpoints, tls)
+		if err != nil {
+			return etcdStores{}, err
+		}
+		defer cli.Close()
+		if stores.ephemeral, err = etcd.RecordedEphemeral(ctx, cli); err != nil {
+			return etcdStores{}, err
+		}
+		if len(stores.ephemeral) == 0 {
+			return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
+		}
+	}
+	s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s and no-fsync members %s",
+		strings.Join(stores.durable, ", "), strings.Join(stores.ephemeral, ", "))
+	return stores, nil
+}
+
+// durableMembers are the voting members of the servers' durable etcd
+// cluster, found from those the join named or those reached last time
+// (remembered for the next start).
+func (s *Server) durableMembers(ctx context.Context) ([]string, error) {
 	seeds := s.member.seeds
 	if len(seeds) == 0 {
 		data, err := os.ReadFile(remoteEtcdFile(s.cfg.DataDir))
@@ -63,36 +119,30 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 			err = json.Unmarshal(data, &seeds)
 		}
 		if err != nil {
-			return etcdStores{}, fmt.Errorf("--disable-etcd: %s: %v: it names the cluster's etcd members (start the server with an empty --data-dir and --server to join again)", remoteEtcdFile(s.cfg.DataDir), err)
+			return nil, fmt.Errorf("--disable-etcd: %s: %v: it names the cluster's etcd members (start the server with an empty --data-dir and --server to join again)", remoteEtcdFile(s.cfg.DataDir), err)
 		}
 	}
-	tls := EtcdClientTLS(s.cfg.DataDir)
-	cli, err := etcd.NewClient(seeds, tls)
+	cli, err := etcd.NewClient(seeds, EtcdClientTLS(s.cfg.DataDir))
 	if err != nil {
-		return etcdStores{}, err
+		return nil, err
 	}
 	defer cli.Close()
 	members, err := etcd.Members(ctx, cli)
 	if err != nil {
-		return etcdStores{}, fmt.Errorf("--disable-etcd: no etcd member of the cluster answers (tried %s): %w", strings.Join(seeds, ", "), err)
+		return nil, fmt.Errorf("--disable-etcd: no etcd member of the cluster answers (tried %s): %w", strings.Join(seeds, ", "), err)
 	}
-	var stores etcdStores
+	var voting []string
 	for _, m := range members {
 		if !m.IsLearner {
-			stores.durable = append(stores.durable, m.ClientURLs...)
+			voting = append(voting, m.ClientURLs...)
 		}
 	}
-	if stores.ephemeral, err = etcd.RecordedEphemeral(ctx, cli); err != nil {
-		return etcdStores{}, err
+	if len(voting) == 0 {
+		return nil, errors.New("--disable-etcd: the cluster records no voting etcd member: start a server with etcd first")
 	}
-	if len(stores.durable) == 0 || len(stores.ephemeral) == 0 {
-		return etcdStores{}, errors.New("--disable-etcd: the cluster records no voting etcd member or no no-fsync member: start a server with etcd first")
-	}
-	data, _ := json.Marshal(stores.durable)
+	data, _ := json.Marshal(voting)
 	if err := fsutil.WriteFile(remoteEtcdFile(s.cfg.DataDir), append(data, '\n'), 0o600); err != nil {
-		return etcdStores{}, err
+		return nil, err
 	}
-	s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s and no-fsync members %s",
-		strings.Join(stores.durable, ", "), strings.Join(stores.ephemeral, ", "))
-	return stores, nil
+	return voting, nil
 }

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func TestDatastoreFlags(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsArgs := []string{"--datastore-cafile=" + ca, "--datastore-certfile=" + ca, "--datastore-keyfile=" + ca}
+	endpointHelp := "want the https URLs of the etcd cluster's members, comma separated, e.g. https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379"
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"both stores external", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379", "--ephemeral-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
+		{"one store external", append([]string{"--ephemeral-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
+		{"plain http", append([]string{"--datastore-endpoint=http://[fddf:4035:b520::5]:2379"}, tlsArgs...),
+			`--datastore-endpoint "http://[fddf:4035:b520::5]:2379": ` + endpointHelp},
+		{"no port", append([]string{"--ephemeral-datastore-endpoint=https://[fddf:4035:b520::5]"}, tlsArgs...),
+			`--ephemeral-datastore-endpoint "https://[fddf:4035:b520::5]": ` + endpointHelp},
+		{"a path", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379/k1m"}, tlsArgs...),
+			`--datastore-endpoint "https://[fddf:4035:b520::5]:2379/k1m": ` + endpointHelp},
+		{"no TLS files", []string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--datastore-cafile=" + ca},
+			"--datastore-certfile is empty: an external etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile\n" +
+				"--datastore-keyfile is empty: an external etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile"},
+		{"TLS without endpoint", []string{"--datastore-cafile=" + ca},
+			"--datastore-cafile without --datastore-endpoint or --ephemeral-datastore-endpoint: it is the TLS of an external etcd; add the endpoint or drop the flag"},
+		{"missing file", []string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--datastore-cafile=" + ca, "--datastore-certfile=" + ca, "--datastore-keyfile=/nonexistent/etcd.key"},
+			"--datastore-keyfile: open /nonexistent/etcd.key: no such file or directory"},
+		{"cluster reset", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--cluster-reset"}, tlsArgs...),
+			"--cluster-reset and --datastore-endpoint: the durable store is the external etcd, which k1m does not reset or restore; restore it with etcd's own tools (etcdutl snapshot restore)"},
+	} {
+		s, err := parse(t, "", c.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		err = s.Validate()
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: error\n%s\nwant\n%s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCompleteSplitsTheEndpoints(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parse(t, "", "--data-dir="+t.TempDir(), "--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379",
+		"--datastore-cafile="+ca, "--datastore-certfile="+ca, "--datastore-keyfile="+ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}; !reflect.DeepEqual(c.ExternalDurable, want) || c.ExternalEphemeral != nil {
+		t.Errorf("ExternalDurable %q, ExternalEphemeral %q; want %q and none", c.ExternalDurable, c.ExternalEphemeral, want)
+	}
+}

@@ -1,0 +1,238 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/localcluster"
+	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/server"
+)
+
+// externalEtcd is an etcd the operator keeps (here: run by the test on
+// the host, with a CA of its own), reached from the servers' namespaces
+// over the bridge.
+type externalEtcd struct {
+	endpoint string
+	tls      etcd.TLS // the client TLS the servers are given
+	client   *clientv3.Client
+}
+
+func startExternalEtcd(ctx context.Context, t *testing.T, dir string, bridge net.IP) *externalEtcd {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(dir, "datastore-ca", "operator-etcd-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCert, srvKey, err := ca.LoadOrIssue(dir, pki.Leaf{Name: "etcd-server", CommonName: "operator-etcd", Server: true, Client: true,
+		IPs: []net.IP{bridge, net.IPv6loopback}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliCert, cliKey, err := ca.LoadOrIssue(dir, pki.Leaf{Name: "k1m-client", CommonName: "k1m", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "datastore-ca.crt")
+	port := freeHostPortPair(t)
+	// Listening on every address: the bridge has none until the cluster
+	// is up, and the servers start after this.
+	m := etcd.Member{Name: "operator-etcd", DataDir: filepath.Join(dir, "data"), Host: "::", Port: port,
+		TLS: etcd.TLS{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}}
+	r, err := etcd.Start(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	clientTLS := etcd.TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: caFile}
+	cli, err := etcd.NewClient([]string{"https://[::1]:" + strconv.Itoa(port)}, clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &externalEtcd{endpoint: "https://" + net.JoinHostPort(bridge.String(), strconv.Itoa(port)), tls: clientTLS, client: cli}
+}
+
+func (e *externalEtcd) flags() []string {
+	return []string{"--datastore-endpoint=" + e.endpoint, "--datastore-cafile=" + e.tls.CAFile,
+		"--datastore-certfile=" + e.tls.CertFile, "--datastore-keyfile=" + e.tls.KeyFile}
+}
+
+func (e *externalEtcd) keys(ctx context.Context, t *testing.T, prefix string) int64 {
+	t.Helper()
+	resp, err := e.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("reading %s in the external etcd: %v", prefix, err)
+	}
+	return resp.Count
+}
+
+// freeHostPortPair is a port whose next port is free too (etcd's peer).
+func freeHostPortPair(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "[::]:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if l2, err := net.Listen("tcp", net.JoinHostPort("::", strconv.Itoa(port+1))); err == nil {
+			l2.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair")
+	return 0
+}
+
+// TestExternalDatastore runs two servers whose durable store is an
+// external etcd (--datastore-endpoint) and whose no-fsync store spans
+// their embedded etcds: the objects land in the external etcd, Leases do
+// not, neither server runs a durable member; a joined server restarts;
+// a second cluster on the same etcd, a join without the datastore and a
+// snapshot of it are refused.
+func TestExternalDatastore(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root (network namespaces, containerd)")
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	clusterDir := filepath.Join(root, "_output", "integration-datastore")
+	os.RemoveAll(clusterDir)
+	dataRoot, err := os.MkdirTemp("", "k1m-datastore-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1m := filepath.Join(root, "_output", "bin", "k1m")
+	opts := localcluster.Options{Servers: 2, Nodes: 2, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
+		ImagesDir: filepath.Join(root, "_output", "images")}
+	probe, err := localcluster.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge := net.IP(probe.Plan().Bridge.Addr.Addr().AsSlice())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ext := startExternalEtcd(ctx, t, filepath.Join(dataRoot, "operator-etcd"), bridge)
+	opts.ServerArgs = ext.flags()
+	h, err := localcluster.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			dumpLogs(t, clusterDir)
+		}
+		must(t, "down", h.Down(context.Background()))
+		checkNothingLeft(t, dataRoot)
+		os.RemoveAll(dataRoot)
+	}()
+	must(t, "up", h.Up(ctx))
+	clients := make([]kubernetes.Interface, 2)
+	for i := range clients {
+		cfg, err := clientcmd.BuildConfigFromFlags("", h.Server(i+1).AdminKubeconfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i] = kubernetes.NewForConfigOrDie(cfg)
+	}
+	t.Run("ObjectsInTheExternalEtcdLeasesNot", func(t *testing.T) {
+		requireNodesReady(ctx, t, clients[0], 2)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "in-the-operators-etcd"}, Data: map[string]string{"k": "v"}}
+		if _, err := clients[1].CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := ext.keys(ctx, t, "/registry/configmaps/default/"+cm.Name); n != 1 {
+			t.Errorf("the ConfigMap written through server 2: %d keys in the external etcd, want 1", n)
+		}
+		if _, err := clients[0].CoordinationV1().Leases("kube-node-lease").Get(ctx, h.Server(2).Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("server 2's node Lease: %v", err)
+		}
+		if n := ext.keys(ctx, t, "/registry/leases/"); n != 0 {
+			t.Errorf("%d Leases in the external etcd, want 0 (they live in the servers' no-fsync etcd)", n)
+		}
+	})
+	t.Run("NoDurableMemberAndTheClaim", func(t *testing.T) {
+		caPEM, err := os.ReadFile(filepath.Join(server.TLSDir(h.Server(1).DataDir), "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, _ := pki.CAHash(caPEM)
+		resp, err := ext.client.Get(ctx, etcd.ClusterKey)
+		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != hash {
+			t.Errorf("%s in the external etcd: %v %v, want %s", etcd.ClusterKey, resp, err, hash)
+		}
+		want := server.DatastoreRecord{Datastore: join.Datastore{Durable: []string{ext.endpoint}}, TLS: ext.tls}
+		for i := 1; i <= 2; i++ {
+			dir := h.Server(i).DataDir
+			if etcd.HasData(filepath.Join(dir, "etcd")) {
+				t.Errorf("server %d has a durable etcd member", i)
+			}
+			if got, err := server.ReadDatastore(dir); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("server %d's %s: %+v, %v; want %+v", i, server.DatastoreFile(dir), got, err, want)
+			}
+		}
+	})
+	t.Run("JoinedServerRestarts", func(t *testing.T) {
+		must(t, "restart-server 2", h.RestartServer(ctx, 2))
+		if _, err := clients[1].CoreV1().ConfigMaps("default").Get(ctx, "in-the-operators-etcd", metav1.GetOptions{}); err != nil {
+			t.Errorf("server 2 after its restart: %v", err)
+		}
+	})
+	t.Run("Refusals", func(t *testing.T) { testDatastoreRefusals(ctx, t, h, ext, k1m, dataRoot) })
+}
+
+// testDatastoreRefusals starts servers on the host that must be refused,
+// each naming the flag, and asks server 1 for a snapshot of a store it
+// does not keep.
+func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cluster, ext *externalEtcd, k1m, dataRoot string) {
+	s1 := h.Server(1)
+	token, err := os.ReadFile(s1.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		env   []string
+		want  string
+	}{
+		{"a second cluster on the same etcd", ext.flags(), nil,
+			"--datastore-endpoint " + ext.endpoint + ": the etcd holds another cluster's data (its /k1m/cluster-ca is "},
+		{"a join without the cluster's datastore", []string{"--server", s1.URL()}, []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+			"--datastore-endpoint is not set: the cluster keeps this store in the external etcd at " + ext.endpoint + "; start this one with --datastore-endpoint=" + ext.endpoint},
+	} {
+		dir := filepath.Join(dataRoot, "refused-server")
+		os.RemoveAll(dir)
+		args := append([]string{"server", "--data-dir", dir, "--disable-agent", "--node-name", "k1m-server-refused"}, c.flags...)
+		cmd := exec.CommandContext(ctx, k1m, args...)
+		cmd.Env = append(os.Environ(), c.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), failedPrefix+c.want) {
+			t.Errorf("%s: %v, output:\n%s\nwant an error starting %q", c.name, err, tail(out), c.want)
+		}
+		os.RemoveAll(dir)
+	}
+	out, err := exec.CommandContext(ctx, k1m, "etcd-snapshot", "save", "--data-dir", s1.DataDir).CombinedOutput()
+	want := "the server with --data-dir " + s1.DataDir + " keeps its durable store in the external etcd at " + ext.endpoint +
+		" (--datastore-endpoint): snapshot it with that etcd's own tools (etcdctl snapshot save)"
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("k1m etcd-snapshot save: %v\n%s\nwant %q", err, out, want)
+	}
+}
