@@ -93,6 +93,7 @@ func TestMultiServer(t *testing.T) {
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
 	t.Run("RemoveRefusedWithoutQuorum", func(t *testing.T) { m.testRemoveRefused(ctx, t) })
+	t.Run("ReplaceDeadServer", func(t *testing.T) { m.testReplaceDeadServer(ctx, t, dataRoot, clusterDir) })
 }
 
 func requireNodesReady(ctx context.Context, t *testing.T, client kubernetes.Interface, want int) {
@@ -125,6 +126,12 @@ func (m *multiCluster) serverNames() []string {
 // from server 1's durable etcd at its advertised address.
 func (m *multiCluster) requireMembers(ctx context.Context, t *testing.T) {
 	t.Helper()
+	m.requireMembersNamed(ctx, t, m.serverNames())
+}
+
+// requireMembersNamed wants exactly these voting members in both etcds.
+func (m *multiCluster) requireMembersNamed(ctx context.Context, t *testing.T, want []string) {
+	t.Helper()
 	s1 := m.h.Server(1)
 	tls := server.EtcdClientTLS(s1.DataDir)
 	for _, port := range []int{2379, 2381} {
@@ -146,11 +153,11 @@ func (m *multiCluster) requireMembers(ctx context.Context, t *testing.T) {
 				}
 				got = append(got, name)
 			}
-			if err == nil && reflect.DeepEqual(got, m.serverNames()) {
+			if err == nil && reflect.DeepEqual(got, want) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("etcd at %s: members %v (%v), want %v", url, got, err, m.serverNames())
+				t.Errorf("etcd at %s: members %v (%v), want %v", url, got, err, want)
 				break
 			}
 			time.Sleep(2 * time.Second)
@@ -393,14 +400,44 @@ func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, data
 	}
 	const name = "k1m-apiserver-4"
 	dir := filepath.Join(dataRoot, "apiserver-4")
+	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)),
+		"--server", s1.URL(), "--disable-etcd")
+	defer stop()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-an-api-only-server"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a write through the API-server-only server: %v", err)
+	}
+	if _, err := m.client(1).CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("server 1 does not see the write made through the API-server-only server: %v", err)
+	}
+	// The node Leases live in the no-fsync store: it reads them too.
+	if _, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, m.h.Agent(1).Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the API-server-only server reads no Lease of %s: %v", m.h.Agent(1).Name, err)
+	}
+	m.requireMembers(ctx, t) // still the three servers with etcd
+	logData, _ := os.ReadFile(filepath.Join(logDir, name+".log"))
+	if !strings.Contains(string(logData), "no etcd here (--disable-etcd)") {
+		t.Errorf("its log does not say it runs without etcd")
+	}
+	stop()
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", name, "--data-dir", s1.DataDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), name+" has no etcd member (an API-server-only server, --disable-etcd)") {
+		t.Errorf("k1m server remove %s: %v\n%s", name, err, out)
+	}
+}
+
+// startHostServer starts a server of the cluster on the host (no node
+// agent), its log in logDir/name.log, and waits until it is ready; stop
+// (SIGTERM, then SIGKILL after a minute) may be called more than once.
+func startHostServer(ctx context.Context, t *testing.T, k1m, dir, logDir, name, ip, token string, flags ...string) (kubernetes.Interface, func()) {
+	t.Helper()
 	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
-	cmd := exec.Command(m.k1m, "server", "--server", s1.URL(), "--disable-etcd", "--disable-agent", "--data-dir", dir,
-		"--node-name", name, "--node-ip", m.h.Plan().Bridge.Addr.Addr().String())
-	cmd.Env = append(os.Environ(), "K1M_TOKEN="+strings.TrimSpace(string(token)))
+	args := append([]string{"server", "--disable-agent", "--data-dir", dir, "--node-name", name, "--node-ip", ip}, flags...)
+	cmd := exec.Command(k1m, args...)
+	cmd.Env = append(os.Environ(), "K1M_TOKEN="+token)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -418,31 +455,11 @@ func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, data
 				cmd.Process.Kill()
 				<-exited
 			}
+			logFile.Close()
 		})
 	}
-	defer stop()
 	client := waitServerReady(ctx, t, filepath.Join(dir, "admin.kubeconfig"), exited)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-an-api-only-server"}}
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("a write through the API-server-only server: %v", err)
-	}
-	if _, err := m.client(1).CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("server 1 does not see the write made through the API-server-only server: %v", err)
-	}
-	// The node Leases live in the no-fsync store: it reads them too.
-	if _, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, m.h.Agent(1).Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("the API-server-only server reads no Lease of %s: %v", m.h.Agent(1).Name, err)
-	}
-	m.requireMembers(ctx, t) // still the three servers with etcd
-	logData, _ := os.ReadFile(logFile.Name())
-	if !strings.Contains(string(logData), "no etcd here (--disable-etcd)") {
-		t.Errorf("its log does not say it runs without etcd")
-	}
-	stop()
-	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", name, "--data-dir", s1.DataDir).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), name+" has no etcd member (an API-server-only server, --disable-etcd)") {
-		t.Errorf("k1m server remove %s: %v\n%s", name, err, out)
-	}
+	return client, stop
 }
 
 // waitServerReady waits for a server's admin kubeconfig, /readyz and its
@@ -470,4 +487,35 @@ func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exite
 	}
 	t.Fatalf("no server ready at %s within 3 minutes", kubeconfig)
 	return nil
+}
+
+// testReplaceDeadServer replaces server 3 as an operator replaces a dead
+// machine: it is stopped for good, removed from server 1, and a new
+// server joins on the host (the bridge's address) with an empty data
+// directory; both etcds then have servers 1, 2 and the new one as voting
+// members, and the new one serves writes.
+func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, dataRoot, logDir string) {
+	s1, dead := m.h.Server(1), m.h.Server(3)
+	must(t, "stop-server 3", m.h.StopServer(ctx, 3))
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", dead.Name, "--data-dir", s1.DataDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed "+dead.Name+" from the durable etcd") {
+		t.Fatalf("k1m server remove %s: %v\n%s", dead.Name, err, out)
+	}
+	if _, err := m.client(1).CoreV1().Nodes().Get(ctx, dead.Name, metav1.GetOptions{}); err == nil {
+		t.Errorf("Node %s is still there after k1m server remove", dead.Name)
+	}
+	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name})
+	token, err := os.ReadFile(s1.TokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "k1m-server-4"
+	dir := filepath.Join(dataRoot, name)
+	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL())
+	defer stop()
+	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name, name})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-the-replacement"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a write through the replacement server: %v", err)
+	}
 }
