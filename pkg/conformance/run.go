@@ -316,13 +316,18 @@ func (st *progressState) report(r Runner, start time.Time) {
 	st.printed, st.lastPrint = line, time.Now()
 }
 
-// podStopped fails when the worker stopped, or when the e2e container
+// podStopped fails when the pod was rejected, when the worker stopped, or when the e2e container
 // stopped a while ago and no results were announced (go-runner writes its
 // done file on the way out, so that means it crashed or was killed).
 func (r Runner) podStopped(ctx context.Context) error {
 	pod, err := r.Client.CoreV1().Pods(Namespace).Get(ctx, PodName, metav1.GetOptions{})
 	if err != nil {
 		return nil
+	}
+	if pod.Status.Phase == corev1.PodFailed && len(pod.Status.ContainerStatuses) == 0 {
+		// Rejected or evicted before any container ran (a node under
+		// disk pressure, for one): nothing will ever start.
+		return fmt.Errorf("the pod failed on node %s before its containers ran: %s: %s", pod.Spec.NodeName, pod.Status.Reason, strings.TrimSpace(pod.Status.Message))
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		t := cs.State.Terminated

@@ -31,6 +31,9 @@ func TestPodStoppedTellsACrashFromARunningPod(t *testing.T) {
 		{"e2e just ended (done file may follow)", podWith(terminated(e2eContainer, 5*time.Second), running), ""},
 		{"e2e ended long ago without results", podWith(terminated(e2eContainer, 2*time.Minute), running), "e2e container stopped (OOMKilled, exit 137)"},
 		{"worker ended", podWith(terminated(workerName, time.Second)), "worker container stopped"},
+		{"evicted before it ran", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: Namespace}, Spec: corev1.PodSpec{NodeName: "k1m-server-1"},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "Pod was rejected: The node had condition: [DiskPressure]. "}},
+			"the pod failed on node k1m-server-1 before its containers ran: Evicted: Pod was rejected: The node had condition: [DiskPressure]."},
 	} {
 		r := Runner{Client: fake.NewSimpleClientset(c.pod)}
 		err := r.podStopped(context.Background())
