@@ -31,6 +31,14 @@ type TLS struct {
 	ClientCAFile string `json:",omitempty"`
 }
 
+// ClientTLSIn is the etcd client certificate a server keeps in its TLS
+// directory (kube-apiserver's, which k1m's own tools use too), checking
+// members against the etcd CA there.
+func ClientTLSIn(tlsDir string) TLS {
+	return TLS{CertFile: filepath.Join(tlsDir, "apiserver-etcd-client.crt"), KeyFile: filepath.Join(tlsDir, "apiserver-etcd-client.key"),
+		CAFile: filepath.Join(tlsDir, "etcd-ca.crt")}
+}
+
 // Member describes one embedded etcd.
 type Member struct {
 	Name    string

@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // requestTimeout bounds one membership request: a cluster that does not
@@ -90,7 +92,7 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 			// every voting member has been connected for 5 s: another
 			// server is joining, or has just joined.
 			report(fmt.Sprintf("%s: the cluster takes no new member yet (%v): another server is joining or has just joined; retrying in 2s", m.label(), err))
-			if err := sleep(ctx, 2*time.Second); err != nil {
+			if err := clock.Sleep(ctx, 2*time.Second); err != nil {
 				return Member{}, err
 			}
 			continue
@@ -179,15 +181,6 @@ func names(members []*etcdserverpb.Member) []string {
 	return out
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 // IsLearner tells whether the running member is still a learner.
 func (r *Running) IsLearner() bool { return r.etcd.Server.IsLearner() }
 
@@ -216,7 +209,7 @@ func (r *Running) Promote(ctx context.Context, endpoints []string, tls TLS, repo
 			// Returned once the leader committed it; this member votes
 			// once it has applied it too.
 			for r.IsLearner() {
-				if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
 					return err
 				}
 			}
@@ -229,7 +222,7 @@ func (r *Running) Promote(ctx context.Context, endpoints []string, tls TLS, repo
 		default:
 			report(fmt.Sprintf("%s: promotion refused (%v); retrying", r.Member.label(), err))
 		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -313,7 +306,7 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 		if !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
 			return err
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := clock.Sleep(ctx, time.Second); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,7 @@ func inMemoryCgroup(procCgroup, p string) bool {
 // ServerMemory as the limit: the server confines itself, given
 // --memory-limit, and the harness checks it did.
 func (c *Cluster) checkServerMemory(n Node) error {
-	pid, err := readPid(n.PidFile)
+	pid, err := ReadPid(n.PidFile)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/localcluster/network"
 )
@@ -229,7 +230,7 @@ func (c *Cluster) RestartServer(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	pid, err := readPid(n.PidFile)
+	pid, err := ReadPid(n.PidFile)
 	if err != nil {
 		return fmt.Errorf("%s: %w", n.Label(), err)
 	}
@@ -237,7 +238,7 @@ func (c *Cluster) RestartServer(ctx context.Context, i int) error {
 		return fmt.Errorf("kill -9 %s (pid %d): %w", n.Label(), pid, err)
 	}
 	waitGone(pid, 10*time.Second)
-	if err := sleep(ctx, time.Second); err != nil {
+	if err := clock.Sleep(ctx, time.Second); err != nil {
 		return err
 	}
 	return c.startServer(i)

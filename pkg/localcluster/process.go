@@ -85,7 +85,8 @@ func (c *Cluster) runForeground(ctx context.Context, n Node, cmd Command, out io
 	return p.Wait()
 }
 
-func readPid(file string) (int, error) {
+// ReadPid reads a pid file the harness wrote (Node.PidFile).
+func ReadPid(file string) (int, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return 0, err
@@ -105,7 +106,7 @@ func alive(pid int) bool {
 
 // runningPid is the pid in file when that process runs; 0 otherwise.
 func runningPid(file string) int {
-	if pid, err := readPid(file); err == nil && alive(pid) {
+	if pid, err := ReadPid(file); err == nil && alive(pid) {
 		return pid
 	}
 	return 0
@@ -115,7 +116,7 @@ func runningPid(file string) int {
 // then SIGKILL after stopGrace; then removes file. It returns the pid
 // (0: none ran) and whether SIGKILL was needed.
 func stopPid(file string) (pid int, killed bool, err error) {
-	pid, err = readPid(file)
+	pid, err = ReadPid(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil
 	}

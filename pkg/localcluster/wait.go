@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // kubectlTimeout bounds one kubectl call of a wait, so that a hung
@@ -52,7 +54,7 @@ func (c *Cluster) waitServer(ctx context.Context, n Node) error {
 		if err := exited(n); err != nil {
 			return err
 		}
-		if err := sleep(ctx, 2*time.Second); err != nil {
+		if err := clock.Sleep(ctx, 2*time.Second); err != nil {
 			return err
 		}
 	}
@@ -94,19 +96,10 @@ func (c *Cluster) waitNodes(ctx context.Context) error {
 			return fmt.Errorf("only %d/%d nodes Ready after %s; see %s/*.log", ready, c.opts.Nodes, c.opts.Timeout, c.opts.ClusterDir)
 		}
 		c.logf("waiting: %d/%d nodes Ready (%s)", ready, c.opts.Nodes, c.elapsed())
-		if err := sleep(ctx, 5*time.Second); err != nil {
+		if err := clock.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
 	}
 }
 
 func (c *Cluster) elapsed() time.Duration { return time.Since(c.began).Round(time.Second) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}

@@ -30,10 +30,7 @@ const diskCheckInterval = 2 * time.Second
 // EtcdClientTLS is the durable etcd's one client certificate (it is
 // kube-apiserver's), which tools on the server's machine use too: k1m
 // etcd-snapshot reads it from DATA-DIR/tls.
-func EtcdClientTLS(dataDir string) etcd.TLS {
-	dir := TLSDir(dataDir)
-	return etcd.TLS{CertFile: filepath.Join(dir, "apiserver-etcd-client.crt"), KeyFile: filepath.Join(dir, "apiserver-etcd-client.key"), CAFile: filepath.Join(dir, "etcd-ca.crt")}
-}
+func EtcdClientTLS(dataDir string) etcd.TLS { return etcd.ClientTLSIn(TLSDir(dataDir)) }
 
 // DurableEtcdURL is the durable etcd's client URL for a server's --etcd-port.
 func DurableEtcdURL(port int) string { return etcd.Member{Host: "::1", Port: port}.ClientURL() }

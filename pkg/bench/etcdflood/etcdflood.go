@@ -24,6 +24,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/proc"
 	"k1m.dev/k1m/pkg/bench/stats"
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // Config of one flood.
@@ -126,14 +127,14 @@ func Run(ctx context.Context, url string, tls TLS, member *proc.Process, cfg Con
 			}
 		}()
 	}
-	sleepCtx(ctx, cfg.Warmup)
+	clock.Sleep(ctx, cfg.Warmup)
 	before, err := member.Usage()
 	if err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
 	measuring.Store(true)
-	sleepCtx(ctx, cfg.Duration)
+	clock.Sleep(ctx, cfg.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	after, err := member.Usage()
@@ -152,11 +153,4 @@ func Run(ctx context.Context, url string, tls TLS, member *proc.Process, cfg Con
 	r.Rate = stats.Rate(r.Puts, elapsed)
 	r.Latency = stats.Summarize(all)
 	return r, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/proc"
 	"k1m.dev/k1m/pkg/bench/stats"
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // Namespace of node Leases.
@@ -143,13 +144,13 @@ func RunSpread(ctx context.Context, clients Clients, cfg Config, probe Probe) (R
 		}()
 	}
 
-	sleep(ctx, cfg.Warmup)
+	clock.Sleep(ctx, cfg.Warmup)
 	if err := probe(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
 	measuring.Store(true)
-	sleep(ctx, cfg.Duration)
+	clock.Sleep(ctx, cfg.Duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	err = probe()
@@ -288,7 +289,7 @@ func watch(ctx context.Context, cfg *rest.Config, measuring *atomic.Bool, events
 		if rv == "" {
 			list, err := client.CoordinationV1().Leases(Namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 			if err != nil {
-				sleep(ctx, time.Second)
+				clock.Sleep(ctx, time.Second)
 				continue
 			}
 			rv = list.ResourceVersion
@@ -296,7 +297,7 @@ func watch(ctx context.Context, cfg *rest.Config, measuring *atomic.Bool, events
 		w, err := client.CoordinationV1().Leases(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
 			rv = ""
-			sleep(ctx, time.Second)
+			clock.Sleep(ctx, time.Second)
 			continue
 		}
 		for ev := range w.ResultChan() {
@@ -357,11 +358,4 @@ func createLease(ctx context.Context, client kubernetes.Interface, name string) 
 		return client.CoordinationV1().Leases(Namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	return created, err
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -17,6 +16,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/proc"
+	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
@@ -136,7 +136,7 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		pid, err := readPid(s.PidFile)
+		pid, err := localcluster.ReadPid(s.PidFile)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Label(), err)
 		}
@@ -146,7 +146,7 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 			c.etcdURLs = append(c.etcdURLs, "https://"+net.JoinHostPort(s.Addr.String(), port))
 		}
 	}
-	c.etcdTLS = etcdClientTLS(plan.Servers[0].DataDir)
+	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
 
@@ -167,28 +167,6 @@ func restConfig(s localcluster.Node) (*rest.Config, error) {
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	cfg.Timeout = 30 * time.Second
 	return cfg, nil
-}
-
-// etcdClientTLS is the client certificate kube-apiserver uses for the
-// server's etcds (server.EtcdClientTLS; not imported, since package
-// server brings in every Kubernetes component). Every server's etcd
-// trusts it: they share the etcd CA.
-func etcdClientTLS(dataDir string) etcd.TLS {
-	dir := filepath.Join(dataDir, "tls")
-	return etcd.TLS{CertFile: filepath.Join(dir, "apiserver-etcd-client.crt"), KeyFile: filepath.Join(dir, "apiserver-etcd-client.key"),
-		CAFile: filepath.Join(dir, "etcd-ca.crt")}
-}
-
-func readPid(file string) (int, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || pid < 1 {
-		return 0, fmt.Errorf("%s: %q is not a pid", file, strings.TrimSpace(string(data)))
-	}
-	return pid, nil
 }
 
 // usage reads every server process and, last, this one (the load
@@ -220,7 +198,7 @@ func (c *Cluster) usage() ([]proc.Usage, error) {
 // Idle waits settle, then reads each server's CPU rate, in cores, over d
 // with no flood.
 func (c *Cluster) Idle(ctx context.Context, settle, d time.Duration) (ClusterInfo, error) {
-	if err := sleep(ctx, settle); err != nil {
+	if err := clock.Sleep(ctx, settle); err != nil {
 		return ClusterInfo{}, err
 	}
 	before, err := c.usage()
@@ -228,7 +206,7 @@ func (c *Cluster) Idle(ctx context.Context, settle, d time.Duration) (ClusterInf
 		return ClusterInfo{}, err
 	}
 	start := time.Now()
-	if err := sleep(ctx, d); err != nil {
+	if err := clock.Sleep(ctx, d); err != nil {
 		return ClusterInfo{}, err
 	}
 	after, err := c.usage()
@@ -270,15 +248,6 @@ func (c *Cluster) Flood(ctx context.Context, via []int, round int, cfg leasefloo
 	f.LoadGen = edges[1][len(c.pids)].Sub(edges[0][len(c.pids)])
 	f.LeaderAfter, _ = c.Leader(ctx)
 	return f, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // statusTimeout bounds one etcd status request.
