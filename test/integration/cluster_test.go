@@ -73,19 +73,27 @@ func (c *cluster) adminKubeconfig() string {
 	return constants.AdminKubeconfig(filepath.Join(c.dataRoot, "server"))
 }
 
-func TestCluster(t *testing.T) {
+// clusterPaths skips a test that cannot start a cluster (not root), and
+// names the repository root, a fresh log directory _output/logs (logs
+// stay there for a look after a failure) and a fresh data root (which
+// the test removes, once the harness's Down has released its mounts).
+func clusterPaths(t *testing.T, logs string) (root, clusterDir, dataRoot string) {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root (network namespaces, containerd)")
 	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	// Logs stay in _output/integration for a look after a failure; the
-	// data goes (mounts released by the harness's Down first).
-	clusterDir := filepath.Join(root, "_output", "integration")
+	root, _ = filepath.Abs(filepath.Join("..", ".."))
+	clusterDir = filepath.Join(root, "_output", logs)
 	os.RemoveAll(clusterDir)
-	dataRoot, err := os.MkdirTemp("", "k1m-integration-")
+	dataRoot, err := os.MkdirTemp("", "k1m-"+logs+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, clusterDir, dataRoot
+}
+
+func TestCluster(t *testing.T) {
+	root, clusterDir, dataRoot := clusterPaths(t, "integration")
 	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m"), t: t, renew: renewInterval}
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)

@@ -109,16 +109,7 @@ func freeHostPortPair(t *testing.T) int {
 // a second cluster on the same etcd, a join without the datastore and a
 // snapshot of it are refused.
 func TestExternalDatastore(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root (network namespaces, containerd)")
-	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	clusterDir := filepath.Join(root, "_output", "integration-datastore")
-	os.RemoveAll(clusterDir)
-	dataRoot, err := os.MkdirTemp("", "k1m-datastore-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, clusterDir, dataRoot := clusterPaths(t, "integration-datastore")
 	k1m := filepath.Join(root, "_output", "bin", "k1m")
 	opts := localcluster.Options{Servers: 2, Nodes: 2, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
 		ImagesDir: filepath.Join(root, "_output", "images")}

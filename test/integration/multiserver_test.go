@@ -47,16 +47,7 @@ func (m *multiCluster) client(i int) kubernetes.Interface { return m.clients[i-1
 // SIGKILL while a client writes through another, its rejoin, and the
 // refusals of a bad join or removal.
 func TestMultiServer(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root (network namespaces, containerd)")
-	}
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	clusterDir := filepath.Join(root, "_output", "integration-multiserver")
-	os.RemoveAll(clusterDir)
-	dataRoot, err := os.MkdirTemp("", "k1m-multiserver-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, clusterDir, dataRoot := clusterPaths(t, "integration-multiserver")
 	k1m := filepath.Join(root, "_output", "bin", "k1m")
 	h, err := localcluster.New(localcluster.Options{Servers: multiServers, Nodes: multiNodes, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
 		ImagesDir: filepath.Join(root, "_output", "images")})
