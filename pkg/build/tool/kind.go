@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k1m.dev/k1m/pkg/build/apply"
@@ -156,7 +157,44 @@ func (p project) kindImage() error {
 		}
 	}
 	fmt.Fprintf(p.log, "k1m-build: kind node image %s (also %s:latest)\n", ref, kindimage.NodeRepo)
+	p.removeStaleKindImages(kindimage.Tag(node.Version), in.BaseKey())
 	return nil
+}
+
+// removeStaleKindImages removes the node and base images earlier builds
+// loaded (a node image per commit, 1 GB each, filled the disk of a
+// developer's machine and CI's), and node images no tag names any more.
+// An image a container still uses stays (docker rmi refuses); failures
+// only cost disk, so they are reported, not returned.
+func (p project) removeStaleKindImages(nodeTag, baseTag string) {
+	for _, repo := range []struct{ name, keep string }{{kindimage.NodeRepo, nodeTag}, {kindimage.BaseRepo, baseTag}} {
+		out, err := exec.Command("docker", "image", "ls", repo.name, "--format", "{{.Tag}}").Output()
+		if err != nil {
+			fmt.Fprintf(p.log, "k1m-build: listing %s images: %v\n", repo.name, err)
+			continue
+		}
+		for _, tag := range staleTags(strings.Fields(string(out)), repo.keep, "latest") {
+			if out, err := exec.Command("docker", "rmi", repo.name+":"+tag).CombinedOutput(); err != nil {
+				fmt.Fprintf(p.log, "k1m-build: keeping %s:%s: %s\n", repo.name, tag, strings.TrimSpace(string(out)))
+			} else {
+				fmt.Fprintf(p.log, "k1m-build: removed the stale image %s:%s\n", repo.name, tag)
+			}
+		}
+	}
+	if out, err := exec.Command("docker", "image", "prune", "-f", "--filter", "label="+kindimage.InputsLabel).CombinedOutput(); err != nil {
+		fmt.Fprintf(p.log, "k1m-build: pruning untagged node images: %s\n", strings.TrimSpace(string(out)))
+	}
+}
+
+// staleTags are the tags not kept.
+func staleTags(tags []string, keep ...string) []string {
+	var stale []string
+	for _, t := range tags {
+		if t != "<none>" && !slices.Contains(keep, t) {
+			stale = append(stale, t)
+		}
+	}
+	return stale
 }
 
 // debianMirror is K1M_DEBIAN_MIRROR or Debian's own.
