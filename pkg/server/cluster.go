@@ -103,7 +103,11 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	if err := bundle.Write(TLSDir(s.cfg.DataDir)); err != nil {
 		return nil, err
 	}
-	s.step("got the cluster's CAs and keys; its durable etcd members: %s", strings.Join(fetched.DurableEtcdURLs(), ", "))
+	if durable := fetched.Datastore.Durable; len(durable) > 0 {
+		s.step("got the cluster's CAs and keys; its durable store is the external etcd at %s", strings.Join(durable, ","))
+	} else {
+		s.step("got the cluster's CAs and keys; its durable etcd members: %s", strings.Join(fetched.DurableEtcdURLs(), ", "))
+	}
 	return fetched.DurableEtcdURLs(), nil
 }
 

@@ -110,11 +110,13 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := s.phasePublish(ctx, client, c, token); err != nil {
+	report := func(msg string) { s.step("%s", msg) }
+	if err := retryTransient(ctx, "publishing", transientTimeout, report, func() error { return s.phasePublish(ctx, client, c, token) }); err != nil {
 		return err
 	}
 	if s.member.clustered {
-		if err := s.publishServer(ctx, client, token.Token, local.durable); err != nil {
+		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, token.Token, local.durable) })
+		if err != nil {
 			return err
 		}
 	}
