@@ -92,20 +92,24 @@ func clusterPaths(t *testing.T, logs string) (root, clusterDir, dataRoot string)
 	return root, clusterDir, dataRoot
 }
 
+// tearDown takes a test's cluster down, showing the logs' last lines when
+// the test failed, checks that nothing is left and removes the data.
+func tearDown(t *testing.T, h *localcluster.Cluster, clusterDir, dataRoot string) {
+	if t.Failed() {
+		dumpLogs(t, clusterDir)
+	}
+	must(t, "down", h.Down(context.Background()))
+	checkNothingLeft(t, dataRoot)
+	os.RemoveAll(dataRoot)
+}
+
 func TestCluster(t *testing.T) {
 	root, clusterDir, dataRoot := clusterPaths(t, "integration")
 	c := &cluster{root: root, dataRoot: dataRoot, clusterDir: clusterDir, k1m: filepath.Join(root, "_output", "bin", "k1m"), t: t, renew: renewInterval}
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)
 	}
-	defer func() {
-		if t.Failed() {
-			dumpLogs(t, c.clusterDir)
-		}
-		must(t, "down", c.harness(t).Down(context.Background()))
-		checkNothingLeft(t, dataRoot)
-		os.RemoveAll(dataRoot)
-	}()
+	defer tearDown(t, c.harness(t), clusterDir, dataRoot)
 	leaveStaleNamespace(t)
 	must(t, "up", c.harness(t).Up(context.Background()))
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())

@@ -129,14 +129,7 @@ func TestExternalDatastore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if t.Failed() {
-			dumpLogs(t, clusterDir)
-		}
-		must(t, "down", h.Down(context.Background()))
-		checkNothingLeft(t, dataRoot)
-		os.RemoveAll(dataRoot)
-	}()
+	defer tearDown(t, h, clusterDir, dataRoot)
 	must(t, "up", h.Up(ctx))
 	clients := make([]kubernetes.Interface, 3)
 	for i := range clients {

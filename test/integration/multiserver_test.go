@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"k1m.dev/k1m/pkg/localcluster"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/test/clustercheck"
+	"k1m.dev/k1m/test/testutil"
 )
 
 const (
@@ -54,14 +56,7 @@ func TestMultiServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if t.Failed() {
-			dumpLogs(t, clusterDir)
-		}
-		must(t, "down", h.Down(context.Background()))
-		checkNothingLeft(t, dataRoot)
-		os.RemoveAll(dataRoot)
-	}()
+	defer tearDown(t, h, clusterDir, dataRoot)
 	must(t, "up", h.Up(context.Background()))
 	m := &multiCluster{h: h, k1m: k1m}
 	for i := 1; i <= multiServers; i++ {
@@ -487,6 +482,16 @@ func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exite
 // members, and the new one serves writes.
 func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, dataRoot, logDir string) {
 	s1, dead := m.h.Server(1), m.h.Server(3)
+	// Server 2 restarted in the test before: the removal's quorum check
+	// needs it serving again.
+	testutil.Eventually(t, 3*time.Minute, "server 2 ready", func() error {
+		status := 0
+		m.client(2).CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
+		if status != http.StatusOK {
+			return fmt.Errorf("/readyz status %d", status)
+		}
+		return nil
+	})
 	must(t, "stop-server 3", m.h.StopServer(ctx, 3))
 	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", dead.Name, "--data-dir", s1.DataDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "removed "+dead.Name+" from the durable etcd") {
