@@ -109,7 +109,7 @@ func TestCluster(t *testing.T) {
 	if _, err := os.Stat(c.k1m); err != nil {
 		t.Fatalf("%s missing: run make build images first", c.k1m)
 	}
-	defer tearDown(t, c.harness(t), clusterDir, dataRoot)
+	defer func() { tearDown(t, c.harness(t), clusterDir, dataRoot) }()
 	leaveStaleNamespace(t)
 	must(t, "up", c.harness(t).Up(context.Background()))
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
