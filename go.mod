@@ -8,6 +8,7 @@ godebug default=go1.23
 require (
 	github.com/distribution/reference v0.6.0
 	github.com/go-logr/logr v1.4.2
+	github.com/google/pprof v0.0.0-20241029153458-d1b30febd7db
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.55.0
 	github.com/robfig/cron/v3 v3.0.1

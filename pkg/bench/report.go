@@ -92,9 +92,10 @@ func fsyncLatency(dir string, n int) (time.Duration, error) {
 
 // LeaseRow is one lease flood.
 type LeaseRow struct {
-	Variant string
-	Round   int
-	Result  leaseflood.Result
+	Variant  string
+	Round    int
+	Result   leaseflood.Result
+	Profiles []ProcessProfile `json:",omitempty"` // with --cpu-profiles
 }
 
 func (r LeaseRow) metrics() map[string]float64 {
@@ -216,6 +217,11 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.profiled() {
+		if err := writeCSV(filepath.Join(rep.Dir, "cpu-profile.csv"), rep.profileCSV()); err != nil {
+			return err
+		}
+	}
 	if len(rep.Etcd) > 0 {
 		rows := [][]string{append([]string{"mode", "round"}, etcdColumns...)}
 		for _, r := range rep.Etcd {
@@ -312,6 +318,9 @@ func (rep *Report) Summary() string {
 			}
 			b.WriteString("\n")
 		}
+	}
+	if rep.profiled() {
+		rep.profileMarkdown(&b)
 	}
 	if len(rep.Etcd) > 0 {
 		b.WriteString("\n## Lease flood straight to etcd (median of rounds; ratio = no-fsync / fsync)\n\n")

@@ -33,6 +33,9 @@ type Options struct {
 	Scenarios []string
 	Rounds    int  // alternating rounds of every variant
 	Ablation  bool // lease flood also on each single change over stock
+	// CPUProfiles: profile kube-apiserver and etcd over each lease flood's
+	// window and break the CPU down (profiles in runs/, table in summary).
+	CPUProfiles bool
 
 	Lease leaseflood.Config
 	Etcd  etcdflood.Config
@@ -122,12 +125,22 @@ func runLease(ctx context.Context, o Options, variants map[string]controlplane.V
 				return err
 			}
 			servers := leaseflood.Servers{APIServer: cp.APIServer, Etcd: cp.EtcdMembers()}
+			var profiled []string
+			if o.CPUProfiles {
+				servers.Profile = func(ctx context.Context, window time.Duration) (err error) {
+					profiled, err = cp.Profile(ctx, window, dir)
+					return err
+				}
+			}
 			res, err := leaseflood.Run(ctx, cp.Config, servers, o.Lease)
 			cp.Discard()
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			row := LeaseRow{Variant: name, Round: round + 1, Result: res}
+			if row.Profiles, err = readProfiles(dir, profiled); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
 			fmt.Fprintf(o.Progress, "  %s\n", row.Line())
 			rep.Lease = append(rep.Lease, row)
 		}

@@ -46,7 +46,10 @@ type Member struct {
 	Host    string // listen address, e.g. ::1
 	Port    int    // client port; the peer port is Port+1
 	NoFsync bool   // etcd's --unsafe-no-fsync: for data that may be lost on a crash
-	TLS     TLS
+	// Pprof serves Go's profiles under /debug/pprof on the client URLs
+	// (etcd's --enable-pprof): for benchmarks; servers leave it off.
+	Pprof bool
+	TLS   TLS
 	// QuotaBytes is the database size at which etcd raises its NOSPACE
 	// alarm and refuses writes (0: DefaultQuotaBytes).
 	QuotaBytes int64
@@ -179,6 +182,7 @@ func config(m Member) (*embed.Config, error) {
 	}
 	cfg.ClientTLSInfo = tls
 	cfg.UnsafeNoFsync = m.NoFsync
+	cfg.EnablePprof = m.Pprof
 	cfg.LogLevel = "warn"
 	cfg.QuotaBackendBytes = m.quota()
 	cfg.ForceNewCluster = m.ForceNewCluster

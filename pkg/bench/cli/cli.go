@@ -92,6 +92,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	buildOut := fs.String("out", "_output", "where make build and make build-stock put the binaries")
 	scenarios := fs.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, two local clusters, only when named)")
 	ablation := fs.Bool("ablation", true, "lease flood also on stock plus each k1m change alone")
+	cpuProfiles := fs.Bool("cpu-profiles", true, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	rounds := fs.Int("rounds", 0, "alternating rounds per variant (profile default)")
 	leases := fs.Int("leases", 0, "Leases renewed in the lease flood (profile default)")
 	workers := fs.Int("workers", 0, "lease flood renewers (profile default)")
@@ -118,7 +119,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	if !ok {
 		return bench.Options{}, fmt.Errorf("--profile %q: want quick or full", *profile)
 	}
-	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, Lease: p.Lease, Etcd: p.Etcd,
+	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, CPUProfiles: *cpuProfiles, Lease: p.Lease, Etcd: p.Etcd,
 		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
 		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout,
 		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot, ScaleOut: scaleOutOptions(so, *buildOut)}
@@ -261,6 +262,7 @@ func runEtcd(ctx context.Context, args []string) error {
 	fs.StringVar(&m.DataDir, "data-dir", "", "data directory")
 	fs.IntVar(&m.Port, "port", 2379, "client port (peer: port+1)")
 	fs.BoolVar(&m.NoFsync, "unsafe-no-fsync", false, "skip fsync")
+	fs.BoolVar(&m.Pprof, "pprof", false, "serve /debug/pprof on the client URL (CPU profiles of the benchmark)")
 	fs.StringVar(&m.TLS.CAFile, "ca", "", "client CA")
 	fs.StringVar(&m.TLS.CertFile, "cert", "", "serving certificate")
 	fs.StringVar(&m.TLS.KeyFile, "key", "", "serving key")

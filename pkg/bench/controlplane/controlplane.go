@@ -184,7 +184,7 @@ func StartEtcd(ctx context.Context, o Options, env []string, noFsync bool) (*pro
 
 func startEtcd(ctx context.Context, o Options, v Variant, f *files, name string, port int, noFsync bool) (*proc.Process, error) {
 	args := []string{"etcd", "--name", name, "--data-dir", filepath.Join(o.Dir, name), "--port", strconv.Itoa(port),
-		"--ca", f.ca, "--cert", f.etcdServer.cert, "--key", f.etcdServer.key}
+		"--ca", f.ca, "--cert", f.etcdServer.cert, "--key", f.etcdServer.key, "--pprof"}
 	if noFsync {
 		args = append(args, "--unsafe-no-fsync")
 	}

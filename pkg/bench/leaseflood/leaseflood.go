@@ -7,6 +7,7 @@ package leaseflood
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,9 @@ type Result struct {
 type Servers struct {
 	APIServer *proc.Process
 	Etcd      []*proc.Process
+	// Profile, if set, is started when the window opens and given its
+	// length (CPU profiles of the processes); Run waits for it.
+	Profile func(ctx context.Context, window time.Duration) error
 }
 
 // Clients says which API server each client of a flood talks to.
@@ -92,13 +96,20 @@ type Probe func() error
 // from servers.
 func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config) (Result, error) {
 	var edges [][2]proc.Usage
+	profiled := make(chan error, 1)
 	probe := func() error {
 		u, err := usage(servers)
 		edges = append(edges, u)
+		if len(edges) == 1 && servers.Profile != nil {
+			go func() { profiled <- servers.Profile(ctx, cfg.Duration) }()
+		}
 		return err
 	}
 	one := []*rest.Config{restCfg}
 	r, err := RunSpread(ctx, Clients{Workers: one, Watchers: one}, cfg, probe)
+	if servers.Profile != nil && len(edges) > 0 {
+		err = errors.Join(err, <-profiled)
+	}
 	if err != nil {
 		return Result{}, err
 	}

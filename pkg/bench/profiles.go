@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k1m.dev/k1m/pkg/bench/controlplane"
+	"k1m.dev/k1m/pkg/bench/cpuprofile"
+)
+
+// ProcessProfile is the CPU breakdown of one process over a flood's window.
+type ProcessProfile struct {
+	Process string
+	Total   time.Duration
+	Shares  []cpuprofile.Share
+}
+
+// readProfiles breaks down the profiles controlplane.Profile wrote in dir.
+func readProfiles(dir string, processes []string) ([]ProcessProfile, error) {
+	sort.Strings(processes)
+	var out []ProcessProfile
+	for _, p := range processes {
+		shares, total, err := cpuprofile.Breakdown(controlplane.ProfilePath(dir, p))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ProcessProfile{Process: p, Total: total, Shares: shares})
+	}
+	return out, nil
+}
+
+// profileGroup is what a breakdown column adds up: kube-apiserver, or
+// every etcd member.
+func profileGroup(process string) string {
+	if strings.HasPrefix(process, "etcd") {
+		return "etcd"
+	}
+	return process
+}
+
+// perUpdate is the category's CPU-µs per update of the row's flood, summed
+// over the processes of group.
+func (r LeaseRow) perUpdate(group, category string) float64 {
+	if r.Result.Updates == 0 {
+		return math.NaN()
+	}
+	var cpu time.Duration
+	for _, p := range r.Profiles {
+		if profileGroup(p.Process) != group {
+			continue
+		}
+		for _, s := range p.Shares {
+			if s.Category == category {
+				cpu += s.CPU
+			}
+		}
+	}
+	return float64(cpu.Microseconds()) / float64(r.Result.Updates)
+}
+
+func (rep *Report) profileCSV() [][]string {
+	rows := [][]string{{"variant", "round", "process", "category", "cpu_us_per_update", "fraction_of_process"}}
+	for _, r := range rep.Lease {
+		for _, p := range r.Profiles {
+			for _, s := range p.Shares {
+				per := math.NaN()
+				if r.Result.Updates > 0 {
+					per = float64(s.CPU.Microseconds()) / float64(r.Result.Updates)
+				}
+				rows = append(rows, []string{r.Variant, strconv.Itoa(r.Round), p.Process, s.Category, fmtFloat(per), fmtFloat(s.Fraction)})
+			}
+		}
+	}
+	return rows
+}
+
+// profileMarkdown is the breakdown table: one row per category and process
+// group, CPU-µs per update, median of rounds, per variant.
+func (rep *Report) profileMarkdown(b *strings.Builder) {
+	variants := uniq(rep.Lease, func(r LeaseRow) string { return r.Variant })
+	b.WriteString("\n## Where the CPU of a renewal goes (CPU profiles over the window; CPU-µs per update, median of rounds)\n\n")
+	b.WriteString("| process | category |")
+	for _, v := range variants {
+		fmt.Fprintf(b, " %s |", v)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(variants)) + "\n")
+	for _, group := range []string{"kube-apiserver", "etcd"} {
+		for _, c := range append(cpuprofile.Names(), cpuprofile.Other) {
+			vals := make([]float64, len(variants))
+			any := false
+			for i, v := range variants {
+				vals[i] = medianOf(rep.Lease, func(r LeaseRow) string { return r.Variant }, v, func(r LeaseRow) float64 { return r.perUpdate(group, c) })
+				any = any || vals[i] >= 0.5
+			}
+			if !any {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %s |", group, c)
+			for _, val := range vals {
+				fmt.Fprintf(b, " %.0f |", val)
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+func (rep *Report) profiled() bool {
+	for _, r := range rep.Lease {
+		if len(r.Profiles) > 0 {
+			return true
+		}
+	}
+	return false
+}
