@@ -45,6 +45,23 @@ func quarantinedIn(pkgs []string) []quarantinedTest {
 	return qs
 }
 
+// splitQuarantined separates pkgs into those holding a test of qs and the
+// rest, each in the order of pkgs.
+func splitQuarantined(pkgs []string, qs []quarantinedTest) (with, rest []string) {
+	holds := map[string]bool{}
+	for _, q := range qs {
+		holds[q.Package] = true
+	}
+	for _, pkg := range pkgs {
+		if holds[pkg] {
+			with = append(with, pkg)
+		} else {
+			rest = append(rest, pkg)
+		}
+	}
+	return with, rest
+}
+
 // skipPattern is the `go test -skip` value that leaves out qs. One -skip
 // applies to every package of a go test run, so it is an error when a
 // quarantined name is also a test of another package in pkgs: that test

@@ -3,6 +3,7 @@ package tool
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,5 +69,23 @@ func TestTestFuncsIn(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "TestOne,TestTwo" {
 		t.Errorf("testFuncsIn = %v, want [TestOne TestTwo]", got)
+	}
+}
+
+func TestSplitQuarantinedRunsSharedNamesApart(t *testing.T) {
+	pkgs := []string{"k8s.io/apiserver/pkg/endpoints", "k8s.io/apiserver/pkg/storage/cacher", "k8s.io/apiserver/pkg/server"}
+	qs := []quarantinedTest{{Package: "k8s.io/apiserver/pkg/storage/cacher", Test: "TestList"}}
+	with, rest := splitQuarantined(pkgs, qs)
+	if !reflect.DeepEqual(with, []string{"k8s.io/apiserver/pkg/storage/cacher"}) {
+		t.Errorf("with quarantine = %v, want only the cacher", with)
+	}
+	if !reflect.DeepEqual(rest, []string{"k8s.io/apiserver/pkg/endpoints", "k8s.io/apiserver/pkg/server"}) {
+		t.Errorf("rest = %v, want endpoints and server in order", rest)
+	}
+	// endpoints has a TestList of its own: apart from the cacher, no -skip
+	// reaches it.
+	testsOf := func(pkg string) ([]string, error) { return []string{"TestList"}, nil }
+	if _, err := skipPattern(qs, with, testsOf); err != nil {
+		t.Errorf("skipPattern over the quarantined packages alone: %v", err)
 	}
 }
