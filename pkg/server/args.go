@@ -35,28 +35,32 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdSto
 		"--bind-address=" + cfg.BindAddress,
 		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
 		"--etcd-servers=" + strings.Join(stores.durable, ","),
-		"--etcd-servers-overrides=" + etcdOverrides(stores),
-		"--etcd-cafile=" + tls.CAFile,
-		"--etcd-certfile=" + tls.CertFile,
-		"--etcd-keyfile=" + tls.KeyFile,
-		"--client-ca-file=" + c.cluster.cert,
-		"--tls-cert-file=" + c.apiserver.cert,
-		"--tls-private-key-file=" + c.apiserver.key,
-		"--kubelet-client-certificate=" + c.kubeletClient.cert,
-		"--kubelet-client-key=" + c.kubeletClient.key,
-		"--kubelet-certificate-authority=" + c.cluster.cert,
+	}
+	if len(stores.ephemeral) > 0 { // none in the stock build: one store
+		args = append(args, "--etcd-servers-overrides="+etcdOverrides(stores))
+	}
+	args = append(args,
+		"--etcd-cafile="+tls.CAFile,
+		"--etcd-certfile="+tls.CertFile,
+		"--etcd-keyfile="+tls.KeyFile,
+		"--client-ca-file="+c.cluster.cert,
+		"--tls-cert-file="+c.apiserver.cert,
+		"--tls-private-key-file="+c.apiserver.key,
+		"--kubelet-client-certificate="+c.kubeletClient.cert,
+		"--kubelet-client-key="+c.kubeletClient.key,
+		"--kubelet-certificate-authority="+c.cluster.cert,
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
-		"--requestheader-client-ca-file=" + c.frontProxy.cert,
+		"--requestheader-client-ca-file="+c.frontProxy.cert,
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file=" + c.frontProxyClient.cert,
-		"--proxy-client-key-file=" + c.frontProxyClient.key,
-		"--service-account-issuer=https://kubernetes.default.svc." + domain,
-		"--service-account-key-file=" + c.saPub,
-		"--service-account-signing-key-file=" + c.saKey,
-		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
+		"--proxy-client-cert-file="+c.frontProxyClient.cert,
+		"--proxy-client-key-file="+c.frontProxyClient.key,
+		"--service-account-issuer=https://kubernetes.default.svc."+domain,
+		"--service-account-key-file="+c.saPub,
+		"--service-account-signing-key-file="+c.saKey,
+		"--service-cluster-ip-range="+cfg.ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",
@@ -73,7 +77,7 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdSto
 		// exits the whole process (klog.Fatal), making a clean stop look
 		// like a failure.
 		"--shutdown-delay-duration=3s",
-	}
+	)
 	if opts.encryptionConfig != "" {
 		args = append(args, "--encryption-provider-config="+opts.encryptionConfig)
 	}

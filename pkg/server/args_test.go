@@ -114,6 +114,20 @@ func TestAPIServerArgs(t *testing.T) {
 	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), localStores(durable, ephemeral), opts), want)
 }
 
+// The stock build has one store (separateNoFsyncStore): no overrides, as
+// kubeadm deploys kube-apiserver.
+func TestAPIServerArgsOfOneStore(t *testing.T) {
+	stores := localStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{})
+	stores.ephemeral = nil
+	want := slices.DeleteFunc(slices.Clone(wantAPIServer), func(a string) bool {
+		return a == "--etcd-servers-overrides=/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
+	})
+	if len(want) != len(wantAPIServer)-1 {
+		t.Fatal("wantAPIServer has no --etcd-servers-overrides")
+	}
+	equalArgs(t, "one store", apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1", testCerts(), stores, apiserverOptions{}), want)
+}
+
 func TestControllerArgs(t *testing.T) {
 	lease, err := config.LeaseProfileFor(30 * time.Second)
 	if err != nil {

@@ -71,8 +71,13 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 // durable one gets its start housekeeping (alarms, defragmentation).
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
 	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
-	embedDurable, embedEphemeral := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalEphemeral) == 0
+	embedDurable, embedEphemeral := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalEphemeral) == 0 && separateNoFsyncStore
 	switch {
+	case !separateNoFsyncStore && embedDurable:
+		s.step("starting etcd (%s): every resource in it, Events and Leases too (the stock build's one store)", durableMember.DataDir)
+	case !separateNoFsyncStore:
+		s.step("no embedded etcd: every resource in the external etcd at %s (the stock build's one store)", strings.Join(s.cfg.ExternalDurable, ","))
+		return nil, nil, nil
 	case embedDurable && embedEphemeral:
 		s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
 	case embedDurable:

@@ -90,7 +90,7 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 		}
 		stores.durable, endpoints, tls = members, members, EtcdClientTLS(s.cfg.DataDir)
 	}
-	if len(stores.ephemeral) == 0 {
+	if len(stores.ephemeral) == 0 && separateNoFsyncStore {
 		cli, err := etcd.NewClient(endpoints, tls)
 		if err != nil {
 			return etcdStores{}, err
