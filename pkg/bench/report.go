@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
@@ -34,6 +35,7 @@ type Report struct {
 	Kwok              []KwokColumn
 	WatchCache        []watchcache.Result
 	ScaleOut          *scaleout.Result `json:",omitempty"`
+	Deployed          *deployed.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -259,6 +261,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Deployed != nil && len(rep.Deployed.Floods) > 0 {
+		rows := append([][]string{rep.Deployed.CSVHeader()}, rep.Deployed.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "deployed.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -367,6 +375,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.ScaleOut != nil && len(rep.ScaleOut.Floods) > 0 {
 		b.WriteString(rep.ScaleOut.Markdown())
+	}
+	if rep.Deployed != nil && len(rep.Deployed.Floods) > 0 {
+		b.WriteString(rep.Deployed.Markdown())
 	}
 	return b.String()
 }

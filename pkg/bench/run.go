@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/bench/controlplane"
+	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
@@ -19,10 +20,10 @@ import (
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed")
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout
-// brings up two local clusters and is asked for by name.
+// and deployed bring up local clusters and are asked for by name.
 var DefaultScenarios = []string{"lease", "etcd", "kwok", "watchcache"}
 
 // Options of a run.
@@ -49,6 +50,8 @@ type Options struct {
 	// ScaleOut says where the k1m build, its images and the scale-out
 	// clusters' data are.
 	ScaleOut scaleout.Options
+	// Deployed says where both builds' k1m are for the deployed scenario.
+	Deployed deployed.Options
 
 	// Tools built by k1m-build bench-tools: kwok with its node stages for
 	// the kwok scenario, and the plotting program for every run.
@@ -81,6 +84,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runWatchCache(ctx, o, rep)
 		case "scaleout":
 			err = runScaleOut(ctx, o, rep)
+		case "deployed":
+			err = runDeployed(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/bench"
+	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
 	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
@@ -90,7 +91,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	profile := fs.String("profile", "quick", "defaults: quick (make bench) or full (make bench-full)")
 	results := fs.String("results", "", "results folder (default _output/bench/<UTC time>-<profile>)")
 	buildOut := fs.String("out", "_output", "where make build and make build-stock put the binaries")
-	scenarios := fs.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, two local clusters, only when named)")
+	scenarios := fs.String("scenarios", strings.Join(bench.DefaultScenarios, ","), "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout and deployed, local clusters, only when named)")
 	ablation := fs.Bool("ablation", true, "lease flood also on stock plus each k1m change alone")
 	cpuProfiles := fs.Bool("cpu-profiles", true, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	rounds := fs.Int("rounds", 0, "alternating rounds per variant (profile default)")
@@ -108,8 +109,11 @@ func ParseRun(args []string) (bench.Options, error) {
 	fs.StringVar(&tools.KwokStages, "kwok-stages", "", "kwok's node stages file (k1m-build bench-tools writes it)")
 	fs.StringVar(&tools.Benchplot, "benchplot", "", "the plotting program (k1m-build bench-tools builds hack/benchplot)")
 	var so scaleout.Options
-	fs.StringVar(&so.K1M, "k1m", "", "scaleout: the k1m binary (default OUT/bin/k1m, which make build writes)")
-	fs.StringVar(&so.ImagesDir, "images-dir", "", "scaleout: the image archives the nodes import (default OUT/images, which make images writes)")
+	fs.StringVar(&so.K1M, "k1m", "", "scaleout, deployed: the k1m binary (default OUT/bin/k1m, which make build writes)")
+	fs.StringVar(&so.ImagesDir, "images-dir", "", "scaleout, deployed: the image archives the nodes import (default OUT/images, which make images writes)")
+	var dep deployed.Options
+	fs.StringVar(&dep.StockK1M, "stock-k1m", "", "deployed: the stock build's k1m binary (default OUT/stock/bin/k1m, which make build-stock writes)")
+	fs.StringVar(&dep.DataRoot, "deployed-data-root", deployed.DefaultDataRoot, "deployed: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&so.DataRoot, "scaleout-data-root", scaleout.DefaultDataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&so.ServerMemory, "scaleout-server-memory", scaleout.DefaultServerMemory, "scaleout: every server's --memory-limit")
 	if err := fs.Parse(args); err != nil {
@@ -123,6 +127,7 @@ func ParseRun(args []string) (bench.Options, error) {
 		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
 		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout,
 		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot, ScaleOut: scaleOutOptions(so, *buildOut)}
+	o.Deployed = deployedOptions(dep, o.ScaleOut, *buildOut)
 	var errs []error
 	errs = append(errs, override("--rounds", &o.Rounds, *rounds), override("--leases", &o.Lease.Leases, *leases),
 		override("--workers", &o.Lease.Workers, *workers))
@@ -155,7 +160,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	if *longRenew < time.Second || *longRenew%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 30s", *longRenew))
 	}
-	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o), checkScaleOut(o))
+	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o), checkScaleOut(o), checkDeployed(o))
 	if err := errors.Join(errs...); err != nil {
 		return o, err
 	}
@@ -211,6 +216,29 @@ func checkScaleOut(o bench.Options) error {
 	}
 	if o.Lease.Workers < 3 {
 		errs = append(errs, fmt.Errorf("--workers %d: scaleout spreads the renewers over up to 3 API servers: want at least 3", o.Lease.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// deployedOptions takes the k1m binary and the images from the scaleout
+// flags (--k1m, --images-dir) and fills the stock binary's default.
+func deployedOptions(d deployed.Options, so scaleout.Options, buildOut string) deployed.Options {
+	d.K1M, d.ImagesDir = so.K1M, so.ImagesDir
+	if d.StockK1M == "" {
+		d.StockK1M = filepath.Join(buildOut, "stock", "bin", "k1m")
+	}
+	return d
+}
+
+// checkDeployed checks the deployed scenario's needs when it is chosen:
+// both binaries, the images, root (it runs local clusters).
+func checkDeployed(o bench.Options) error {
+	if !slices.Contains(o.Scenarios, "deployed") {
+		return nil
+	}
+	errs := []error{o.Deployed.Validate()}
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("--scenarios deployed: needs root (it runs local clusters: network namespaces, cgroups, containerd)"))
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -57,5 +58,46 @@ func TestReadUsageOfThisProcess(t *testing.T) {
 	}
 	if u.CPU <= 0 || u.RSS <= 0 || u.PeakRSS < u.RSS {
 		t.Errorf("ReadUsage(self) = %+v: want CPU > 0, RSS > 0, peak >= RSS", u)
+	}
+}
+
+func TestDescendants(t *testing.T) {
+	// 1 init, 10 k1m server, 11 and 12 its children, 13 a grandchild, 20 elsewhere.
+	parents := map[int]int{1: 0, 10: 1, 11: 10, 12: 10, 13: 11, 20: 1}
+	if got, want := Descendants(10, parents), []int{10, 11, 12, 13}; !slices.Equal(got, want) {
+		t.Errorf("Descendants(10) = %v, want %v", got, want)
+	}
+	if got, want := Descendants(20, parents), []int{20}; !slices.Equal(got, want) {
+		t.Errorf("Descendants(20) = %v, want %v", got, want)
+	}
+}
+
+func TestName(t *testing.T) {
+	cases := []struct {
+		argv []string
+		own  bool
+		want string
+	}{
+		{[]string{"/work/_output/stock/bin/k1m", "server", "--data-dir=/d"}, true, "k1m server"},
+		{[]string{"/work/_output/stock/bin/k1m", "kube-apiserver", "--secure-port=6443"}, true, "k1m kube-apiserver"},
+		{[]string{"/work/_output/bin/k1m", "--help"}, true, "k1m"},
+		{[]string{"containerd", "--config", "/c.toml"}, false, "containerd"},
+		{[]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io"}, false, "containerd-shim-runc-v2"},
+		{nil, false, "?"},
+	}
+	for _, tc := range cases {
+		if got := Name(tc.argv, tc.own); got != tc.want {
+			t.Errorf("Name(%q, %v) = %q, want %q", tc.argv, tc.own, got, tc.want)
+		}
+	}
+}
+
+func TestParseStatParent(t *testing.T) {
+	got, err := ParseStatParent("4242 (k1m (server)) S 4200 4242 4242 0 -1 4194560 1 0 0 0 5 3 0 0 20 0 12 0")
+	if err != nil || got != 4200 {
+		t.Errorf("ParseStatParent = %d, %v; want 4200", got, err)
+	}
+	if _, err := ParseStatParent("garbled"); err == nil {
+		t.Error("ParseStatParent(garbled): want an error")
 	}
 }

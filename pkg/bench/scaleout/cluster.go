@@ -40,11 +40,30 @@ type Cluster struct {
 // its servers each their own node, no agents, data under
 // o.DataRoot/name (emptied first: a fresh cluster every run), logs in
 // clusterDir. It runs fn on it and takes it down whatever fn returned.
-func WithCluster(ctx context.Context, o Options, name, clusterDir string, out io.Writer, fn func(*Cluster) error) (err error) {
+func WithCluster(ctx context.Context, o Options, name, clusterDir string, out io.Writer, fn func(*Cluster) error) error {
+	return WithShape(ctx, Shape{Name: name, Servers: ServersOf(name), K1M: o.K1M, ServerMemory: o.ServerMemory},
+		o, clusterDir, out, fn)
+}
+
+// Shape is a local cluster a scenario brings up: its name (its data
+// directory's), how many servers (each its own node, no agents), which
+// k1m binary and each server's --memory-limit ("": the server's own
+// sizing rule, as make cluster leaves it).
+type Shape struct {
+	Name         string
+	Servers      int
+	K1M          string
+	ServerMemory string
+}
+
+// WithShape is WithCluster for any shape; o gives the images and the data
+// root.
+func WithShape(ctx context.Context, shape Shape, o Options, clusterDir string, out io.Writer, fn func(*Cluster) error) (err error) {
+	name := shape.Name
 	if err := machineFree(); err != nil {
 		return err
 	}
-	h, err := newHarness(o, name, clusterDir, out)
+	h, err := newHarness(o, shape, clusterDir, out)
 	if err != nil {
 		return err
 	}
@@ -66,8 +85,9 @@ func WithCluster(ctx context.Context, o Options, name, clusterDir string, out io
 	return fn(c)
 }
 
-func newHarness(o Options, name, clusterDir string, out io.Writer) (*localcluster.Cluster, error) {
-	k1m, err := filepath.Abs(o.K1M)
+func newHarness(o Options, shape Shape, clusterDir string, out io.Writer) (*localcluster.Cluster, error) {
+	name := shape.Name
+	k1m, err := filepath.Abs(shape.K1M)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +97,11 @@ func newHarness(o Options, name, clusterDir string, out io.Writer) (*localcluste
 	}
 	dataRoot := filepath.Join(o.DataRoot, name)
 	if err := os.RemoveAll(dataRoot); err != nil {
-		return nil, fmt.Errorf("emptying %s for a fresh cluster (--scaleout-data-root): %w; is a cluster of an earlier run still up? (K1M=%s CLUSTER_DIR=<its runs/scaleout-%s> DATA_ROOT=%s go run ./cmd/k1m-cluster down)",
-			dataRoot, err, k1m, name, dataRoot)
+		return nil, fmt.Errorf("emptying %s for a fresh cluster (--scaleout-data-root): %w; is a cluster of an earlier run still up? (K1M=%s CLUSTER_DIR=%s DATA_ROOT=%s go run ./cmd/k1m-cluster down)",
+			dataRoot, err, k1m, clusterDir, dataRoot)
 	}
-	servers := ServersOf(name)
-	return localcluster.New(localcluster.Options{Servers: servers, Nodes: servers, K1M: k1m, ClusterDir: clusterDir,
-		DataRoot: dataRoot, ImagesDir: images, ServerMemory: o.ServerMemory, Out: out})
+	return localcluster.New(localcluster.Options{Servers: shape.Servers, Nodes: shape.Servers, K1M: k1m, ClusterDir: clusterDir,
+		DataRoot: dataRoot, ImagesDir: images, ServerMemory: shape.ServerMemory, Out: out})
 }
 
 // apiPort is the port of every local cluster's API servers.
@@ -98,12 +117,12 @@ func machineFree() error {
 	}
 	for _, ns := range names {
 		if pids, err := network.Pids(ns); err == nil && len(pids) > 0 {
-			return fmt.Errorf("another k1m cluster runs on this machine (network namespace %s holds pids %v); the scaleout scenario needs the machine's one local cluster: take it down first (make cluster-down)", ns, pids)
+			return fmt.Errorf("another k1m cluster runs on this machine (network namespace %s holds pids %v); the benchmark's local clusters need the machine to themselves: take it down first (make cluster-down)", ns, pids)
 		}
 	}
 	if conn, err := net.DialTimeout("tcp", net.JoinHostPort("::1", apiPort), time.Second); err == nil {
 		conn.Close()
-		return fmt.Errorf("something listens on port %s (a k1m server or kube-apiserver?); the scaleout scenario needs the machine's one local cluster: take it down first (make cluster-down)", apiPort)
+		return fmt.Errorf("something listens on port %s (a k1m server or kube-apiserver?); the benchmark's local clusters need the machine to themselves: take it down first (make cluster-down)", apiPort)
 	}
 	return nil
 }
@@ -149,6 +168,12 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
+
+// ServerPID is server k's `k1m server` process, from 1.
+func (c *Cluster) ServerPID(k int) int { return c.pids[k-1] }
+
+// Config is a client of server k's own API server, from 1 (restConfig).
+func (c *Cluster) Config(k int) *rest.Config { return rest.CopyConfig(c.configs[k-1]) }
 
 // restConfig is a client of server s's own API server: its admin
 // kubeconfig, at its own address (s.URL, when it has one of its own),

@@ -1,0 +1,221 @@
+package deployed
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/stats"
+)
+
+// Result is everything the scenario measured.
+type Result struct {
+	Lease  leaseflood.Config
+	Floods []Flood
+}
+
+// controlPlane is what the processes of the k1m binary cost together:
+// `k1m server` and, in the stock build, its component processes.
+func controlPlane(ps []Process) time.Duration {
+	var cpu time.Duration
+	for _, p := range ps {
+		if p.Own {
+			cpu += p.Usage.CPU
+		}
+	}
+	return cpu
+}
+
+// CPUPerRenewal is the control plane's CPU over the window per renewal,
+// in seconds (idle work included); NaN without renewals.
+func (f Flood) CPUPerRenewal() float64 {
+	return perRenewal(controlPlane(f.Processes).Seconds(), f.Result.Updates)
+}
+
+// IdleCores is the control plane's CPU rate, in cores, with no flood.
+func (f Flood) IdleCores() float64 {
+	if f.IdleElapsed <= 0 {
+		return math.NaN()
+	}
+	return controlPlane(f.Idle).Seconds() / f.IdleElapsed.Seconds()
+}
+
+// ProcessPerRenewal is the named process's CPU per renewal, in seconds;
+// NaN when the flavour has none of that name.
+func (f Flood) ProcessPerRenewal(name string) float64 {
+	for _, p := range f.Processes {
+		if p.Name == name {
+			return perRenewal(p.Usage.CPU.Seconds(), f.Result.Updates)
+		}
+	}
+	return math.NaN()
+}
+
+// LoadGenPerRenewal is the load generator's CPU per renewal, in seconds.
+func (f Flood) LoadGenPerRenewal() float64 {
+	return perRenewal(f.LoadGen.CPU.Seconds(), f.Result.Updates)
+}
+
+// CoresBusy is every process of the server's tree and the load generator
+// over the window, in cores: near the machine's cores, the machine was
+// the limit; the load generator's share of it says whether it was.
+func (f Flood) CoresBusy() float64 {
+	cpu := f.LoadGen.CPU
+	for _, p := range f.Processes {
+		cpu += p.Usage.CPU
+	}
+	if f.Result.Elapsed <= 0 {
+		return math.NaN()
+	}
+	return cpu.Seconds() / f.Result.Elapsed.Seconds()
+}
+
+func perRenewal(seconds float64, renewals int64) float64 {
+	if renewals <= 0 {
+		return math.NaN()
+	}
+	return seconds / float64(renewals)
+}
+
+// Line is a flood's progress line.
+func (f Flood) Line() string {
+	var per []string
+	for _, p := range f.Processes {
+		per = append(per, fmt.Sprintf("%s %s", p.Name, us(perRenewal(p.Usage.CPU.Seconds(), f.Result.Updates))))
+	}
+	return fmt.Sprintf("%s renewals/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d conflicts; control plane %s CPU-us/renewal (%s); load generator %s; %.2f cores busy",
+		num(f.Result.Rate, 0), ms(f.Result.Latency.P50), ms(f.Result.Latency.P99), f.Result.Errors, f.Result.Conflicts,
+		us(f.CPUPerRenewal()), strings.Join(per, ", "), us(f.LoadGenPerRenewal()), f.CoresBusy())
+}
+
+// coresText is each process's CPU rate over elapsed, in cores.
+func coresText(ps []Process, elapsed time.Duration) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%s %.3f", p.Name, p.Usage.CPU.Seconds()/elapsed.Seconds()))
+	}
+	return strings.Join(parts, ", ") + " cores"
+}
+
+// CSVHeader and CSVRows are the raw data: one row per process of each
+// flood, then the flood's control-plane total as process "control plane".
+func (r *Result) CSVHeader() []string {
+	return []string{"flavour", "round", "process", "count", "control_plane", "cpu_us_per_renewal", "idle_cores", "rss_mib",
+		"renewals_per_s", "p50_ms", "p99_ms", "errors", "conflicts", "loadgen_cpu_us_per_renewal", "cores_busy", "elapsed_s"}
+}
+
+// CSVRows are the floods in the columns of CSVHeader.
+func (r *Result) CSVRows() [][]string {
+	var rows [][]string
+	for _, f := range r.Floods {
+		x := f.Result
+		tail := []string{csvFloat(x.Rate), csvFloat(ms(x.Latency.P50)), csvFloat(ms(x.Latency.P99)), strconv.FormatInt(x.Errors, 10),
+			strconv.FormatInt(x.Conflicts, 10), csvFloat(f.LoadGenPerRenewal() * 1e6), csvFloat(f.CoresBusy()), csvFloat(x.Elapsed.Seconds())}
+		idle := map[string]float64{}
+		for _, p := range f.Idle {
+			idle[p.Name] = p.Usage.CPU.Seconds() / f.IdleElapsed.Seconds()
+		}
+		var rss float64
+		for _, p := range f.Processes {
+			if p.Own {
+				rss += float64(p.Usage.RSS) / (1 << 20)
+			}
+			rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), p.Name, strconv.Itoa(p.Count), strconv.FormatBool(p.Own),
+				csvFloat(perRenewal(p.Usage.CPU.Seconds(), x.Updates) * 1e6), csvFloat(idle[p.Name]), csvFloat(float64(p.Usage.RSS) / (1 << 20))}, tail...))
+		}
+		rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), "control plane", "", "true",
+			csvFloat(f.CPUPerRenewal() * 1e6), csvFloat(f.IdleCores()), csvFloat(rss)}, tail...))
+	}
+	return rows
+}
+
+// medianOf is the median of metric over the flavour's floods.
+func (r *Result) medianOf(flavour string, metric func(Flood) float64) float64 {
+	var vals []float64
+	for _, f := range r.Floods {
+		if v := metric(f); f.Flavour == flavour && !math.IsNaN(v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return math.NaN()
+	}
+	return stats.Median(vals)
+}
+
+// processNames are the processes of either flavour, the control plane's
+// first, in the order first seen.
+func (r *Result) processNames() (own, other []string) {
+	for _, f := range r.Floods {
+		for _, p := range f.Processes {
+			list := &other
+			if p.Own {
+				list = &own
+			}
+			if !slices.Contains(*list, p.Name) {
+				*list = append(*list, p.Name)
+			}
+		}
+	}
+	return own, other
+}
+
+// Markdown is the scenario's section of summary.md.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	l := r.Lease
+	fmt.Fprintf(&b, "\n## Deployed: one `k1m server` of each build, as `make cluster` runs it (median of rounds)\n\n")
+	fmt.Fprintf(&b, "A fresh cluster per flood: one server, its own node, in its own memory cgroup (a quarter of the machine, the server's own rule). "+
+		"k1m: every component in the one process, Events and Leases in the no-fsync etcd, GOGC/GOMEMLIMIT from the limit. "+
+		"stock: Kubernetes 1.32.5 unpatched, each component its own process (`k1m <component>`), one etcd with fsync holding everything "+
+		"(in the `k1m server` process), default GOGC; the same certificates, authentication (x509, bootstrap tokens, service accounts), "+
+		"authorization (Node, RBAC) and admission. %d Leases renewed by %d workers (Update with the last resourceVersion, protobuf); "+
+		"the watchers are the deployed components'. %v warm-up + %v window. CPU is read per process of the server's tree (/proc/PID/stat); "+
+		"the control plane is the processes of the k1m binary (kube-apiserver, etcd, controller-manager, scheduler, kubelet), "+
+		"containerd and the pods are shown apart.\n\n", l.Leases, l.Workers, l.Warmup, l.Duration)
+	b.WriteString("| | renewals/s | p50 ms | p99 ms | errors | control plane CPU-µs/renewal | idle cores | load generator CPU-µs/renewal | cores busy |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, fl := range Flavours {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fl,
+			num(r.medianOf(fl, func(f Flood) float64 { return f.Result.Rate }), 0),
+			num(r.medianOf(fl, func(f Flood) float64 { return ms(f.Result.Latency.P50) }), 1),
+			num(r.medianOf(fl, func(f Flood) float64 { return ms(f.Result.Latency.P99) }), 1),
+			num(r.medianOf(fl, func(f Flood) float64 { return float64(f.Result.Errors) }), 0),
+			us(r.medianOf(fl, Flood.CPUPerRenewal)), num(r.medianOf(fl, Flood.IdleCores), 3),
+			us(r.medianOf(fl, Flood.LoadGenPerRenewal)), num(r.medianOf(fl, Flood.CoresBusy), 2))
+	}
+	rate := r.medianOf(K1m, func(f Flood) float64 { return f.Result.Rate }) / r.medianOf(Stock, func(f Flood) float64 { return f.Result.Rate })
+	cpu := r.medianOf(K1m, Flood.CPUPerRenewal) / r.medianOf(Stock, Flood.CPUPerRenewal)
+	fmt.Fprintf(&b, "\nk1m / stock: renewals/s x%s, control-plane CPU per renewal x%s (the goal: x2 or more, x0.5 or less).\n\n", num(rate, 2), num(cpu, 2))
+	own, other := r.processNames()
+	b.WriteString("CPU-µs per renewal by process:\n\n| process | stock | k1m |\n|---|---|---|\n")
+	for _, name := range append(own, other...) {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name,
+			us(r.medianOf(Stock, func(f Flood) float64 { return f.ProcessPerRenewal(name) })),
+			us(r.medianOf(K1m, func(f Flood) float64 { return f.ProcessPerRenewal(name) })))
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func us(seconds float64) string { return num(seconds*1e6, 0) }
+
+// num formats v with prec decimals; "-" for NaN (a process the flavour
+// does not have).
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func csvFloat(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
