@@ -113,6 +113,7 @@ func ParseRun(args []string) (bench.Options, error) {
 	fs.StringVar(&so.ImagesDir, "images-dir", "", "scaleout, deployed: the image archives the nodes import (default OUT/images, which make images writes)")
 	var dep deployed.Options
 	fs.StringVar(&dep.StockK1M, "stock-k1m", "", "deployed: the stock build's k1m binary (default OUT/stock/bin/k1m, which make build-stock writes)")
+	fs.IntVar(&dep.Nodes, "deployed-nodes", deployed.DefaultNodes, "deployed: Nodes the node status flood registers and updates")
 	fs.StringVar(&dep.DataRoot, "deployed-data-root", deployed.DefaultDataRoot, "deployed: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&so.DataRoot, "scaleout-data-root", scaleout.DefaultDataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&so.ServerMemory, "scaleout-server-memory", scaleout.DefaultServerMemory, "scaleout: every server's --memory-limit")

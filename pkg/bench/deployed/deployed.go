@@ -39,6 +39,10 @@ var Flavours = []string{Stock, K1m}
 // Defaults and fixed timings of the scenario.
 const (
 	DefaultDataRoot = "/var/lib/k1m-bench-deployed"
+	// DefaultNodes: enough Nodes that each is written every few seconds
+	// at the rates this machine carries, few enough to register in
+	// seconds.
+	DefaultNodes = 2000
 	// Settle is how long a cluster is left alone once up (CoreDNS
 	// starting, the controllers' first syncs) before its idle CPU is read
 	// over IdleWindow.
@@ -54,6 +58,9 @@ type Options struct {
 	ImagesDir string
 	// DataRoot holds each cluster's data, emptied before it starts.
 	DataRoot string
+	// Nodes is how many Nodes the node status flood registers and
+	// updates (the Lease flood renews Config.Leases Leases).
+	Nodes int
 }
 
 // Validate names the flag at fault.
@@ -69,6 +76,9 @@ func (o Options) Validate() error {
 	}
 	if !filepath.IsAbs(o.DataRoot) || filepath.Clean(o.DataRoot) == "/" {
 		errs = append(errs, fmt.Errorf("--deployed-data-root %q: want an absolute directory other than /, e.g. %s", o.DataRoot, DefaultDataRoot))
+	}
+	if o.Nodes < 1 {
+		errs = append(errs, fmt.Errorf("--deployed-nodes %d: want at least 1, e.g. %d", o.Nodes, DefaultNodes))
 	}
 	return errors.Join(errs...)
 }
@@ -89,10 +99,12 @@ type Process struct {
 	Usage proc.Usage
 }
 
-// Flood is one Lease flood against one flavour's fresh cluster.
+// Flood is one flood (of Lease renewals or of node status updates)
+// against one flavour's fresh cluster.
 type Flood struct {
 	Flavour string
 	Round   int
+	Object  string // leaseflood.ObjectLease or leaseflood.ObjectNodeStatus
 	Result  leaseflood.Result
 	// Idle is every process of the server's tree over IdleWindow before
 	// the flood; Processes the same over the flood's window.
@@ -101,10 +113,12 @@ type Flood struct {
 	LoadGen         proc.Usage // this process, the load generator, over the window
 }
 
-// Run floods each flavour's cluster once per round, alternating the order,
-// with cfg's Leases and workers (the deployed components are the watchers:
-// cfg.Watchers is not used). Logs go under runsDir; each finished flood is
-// given to done (so that a failure later keeps it).
+// Run brings up each flavour's cluster once per round, alternating the
+// order, and floods it with Lease renewals (cfg's Leases and workers),
+// then with node status updates (o.Nodes Nodes, cfg's workers); the
+// deployed components are the watchers: cfg.Watchers is not used. Logs go
+// under runsDir; each finished flood is given to done (so that a failure
+// later keeps it).
 func Run(ctx context.Context, o Options, rounds int, cfg leaseflood.Config, runsDir string, out io.Writer, done func(Flood) error) error {
 	cfg.Watchers = 0
 	for round := 1; round <= rounds; round++ {
@@ -117,43 +131,64 @@ func Run(ctx context.Context, o Options, rounds int, cfg leaseflood.Config, runs
 			fmt.Fprintf(out, "deployed, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, rounds, flavour, clusterDir)
 			shape := scaleout.Shape{Name: "deployed-" + flavour, Servers: 1, K1M: o.binary(flavour)}
 			so := scaleout.Options{ImagesDir: o.ImagesDir, DataRoot: o.DataRoot}
-			var f Flood
 			err := scaleout.WithShape(ctx, shape, so, clusterDir, out, func(c *scaleout.Cluster) error {
-				var err error
-				f, err = flood(ctx, c, cfg, out)
-				return err
+				idle, idleElapsed, err := idleRead(ctx, c, out)
+				if err != nil {
+					return err
+				}
+				for _, object := range leaseflood.Objects {
+					objectCfg := cfg
+					objectCfg.Object = object
+					if object == leaseflood.ObjectNodeStatus {
+						objectCfg.Leases = o.Nodes
+					}
+					fmt.Fprintf(out, "deployed, round %d/%d, %s, %s: %d objects, %d workers, %v warm-up + %v\n",
+						round, rounds, flavour, object, objectCfg.Leases, cfg.Workers, cfg.Warmup, cfg.Duration)
+					f, err := flood(ctx, c, objectCfg)
+					if err != nil {
+						return fmt.Errorf("%s flood: %w", object, err)
+					}
+					f.Flavour, f.Round, f.Object, f.Idle, f.IdleElapsed = flavour, round, object, idle, idleElapsed
+					fmt.Fprintf(out, "  %s\n", f.Line())
+					if err := done(f); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", flavour, round, err)
-			}
-			f.Flavour, f.Round = flavour, round
-			fmt.Fprintf(out, "  %s\n", f.Line())
-			if err := done(f); err != nil {
-				return err
 			}
 		}
 	}
 	return nil
 }
 
-// flood settles the cluster, reads it idle, then floods it.
-func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config, out io.Writer) (Flood, error) {
-	var f Flood
+// idleRead settles the cluster, then reads its processes over IdleWindow.
+func idleRead(ctx context.Context, c *scaleout.Cluster, out io.Writer) ([]Process, time.Duration, error) {
 	if err := clock.Sleep(ctx, Settle); err != nil {
-		return f, err
+		return nil, 0, err
 	}
 	members, err := proc.Tree(c.ServerPID(1))
 	if err != nil {
-		return f, fmt.Errorf("the server's processes: %w", err)
+		return nil, 0, fmt.Errorf("the server's processes: %w", err)
 	}
 	before := readAll(members)
 	start := time.Now()
 	if err := clock.Sleep(ctx, IdleWindow); err != nil {
-		return f, err
+		return nil, 0, err
 	}
-	f.Idle, f.IdleElapsed = group(members, before, readAll(members)), time.Since(start)
-	fmt.Fprintf(out, "  idle: %s\n", coresText(f.Idle, f.IdleElapsed))
+	idle, elapsed := group(members, before, readAll(members)), time.Since(start)
+	fmt.Fprintf(out, "  idle: %s\n", coresText(idle, elapsed))
+	return idle, elapsed, nil
+}
 
+// flood runs one flood, reading every process of the server's tree and
+// the load generator at the window's edges.
+func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config) (Flood, error) {
+	var f Flood
+	var members []proc.Member
+	var err error
 	var edges []map[int]proc.Usage
 	var loadGen []proc.Usage
 	probe := func() error {

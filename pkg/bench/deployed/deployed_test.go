@@ -41,7 +41,7 @@ func TestGroupSumsByNameAndDropsWhatEnded(t *testing.T) {
 
 func TestPerRenewalFiguresCountTheControlPlaneOnly(t *testing.T) {
 	f := Flood{
-		Flavour: Stock, Round: 1,
+		Flavour: Stock, Round: 1, Object: leaseflood.ObjectLease,
 		Result: leaseflood.Result{Updates: 1000, Rate: 100, Elapsed: 10 * time.Second},
 		Processes: []Process{
 			{Name: "k1m server", Count: 1, Own: true, Usage: proc.Usage{CPU: 300 * time.Millisecond}},
@@ -72,7 +72,7 @@ func TestPerRenewalFiguresCountTheControlPlaneOnly(t *testing.T) {
 	}
 	r := &Result{Floods: []Flood{f}}
 	rows := r.CSVRows()
-	wantLast := []string{"stock", "1", "control plane", "", "true", "1000", "0.1", "0", "100", "0", "0", "0", "0", "500", "0.2", "10"}
+	wantLast := []string{"stock", "1", "lease", "control plane", "", "true", "1000", "0.1", "0", "100", "0", "0", "0", "0", "500", "0.2", "10"}
 	if len(rows) != 4 || !reflect.DeepEqual(rows[3], wantLast) {
 		t.Errorf("CSVRows: %d rows, last %q; want 4, last %q", len(rows), rows[len(rows)-1], wantLast)
 	}
@@ -85,12 +85,13 @@ func TestPerRenewalFiguresCountTheControlPlaneOnly(t *testing.T) {
 
 func TestValidateNamesEachFlag(t *testing.T) {
 	images := t.TempDir()
-	err := Options{K1M: "/nonexistent/k1m", StockK1M: "/nonexistent/stock-k1m", ImagesDir: images, DataRoot: "relative"}.Validate()
+	err := Options{K1M: "/nonexistent/k1m", StockK1M: "/nonexistent/stock-k1m", ImagesDir: images, DataRoot: "relative", Nodes: 0}.Validate()
 	want := strings.Join([]string{
 		`--k1m "/nonexistent/k1m": not an executable file (make build writes it)`,
 		`--stock-k1m "/nonexistent/stock-k1m": not an executable file (make build-stock writes it)`,
 		`--images-dir "` + images + `": no image archive (*.tar) there (make images writes them to _output/images)`,
 		`--deployed-data-root "relative": want an absolute directory other than /, e.g. /var/lib/k1m-bench-deployed`,
+		`--deployed-nodes 0: want at least 1, e.g. 2000`,
 	}, "\n")
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate = %v\nwant %s", err, want)

@@ -15,6 +15,7 @@ import (
 // Result is everything the scenario measured.
 type Result struct {
 	Lease  leaseflood.Config
+	Nodes  int // Nodes of the node status flood
 	Floods []Flood
 }
 
@@ -87,8 +88,8 @@ func (f Flood) Line() string {
 	for _, p := range f.Processes {
 		per = append(per, fmt.Sprintf("%s %s", p.Name, us(perRenewal(p.Usage.CPU.Seconds(), f.Result.Updates))))
 	}
-	return fmt.Sprintf("%s renewals/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d conflicts; control plane %s CPU-us/renewal (%s); load generator %s; %.2f cores busy",
-		num(f.Result.Rate, 0), ms(f.Result.Latency.P50), ms(f.Result.Latency.P99), f.Result.Errors, f.Result.Conflicts,
+	return fmt.Sprintf("%s: %s writes/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d conflicts; control plane %s CPU-us/write (%s); load generator %s; %.2f cores busy",
+		f.Object, num(f.Result.Rate, 0), ms(f.Result.Latency.P50), ms(f.Result.Latency.P99), f.Result.Errors, f.Result.Conflicts,
 		us(f.CPUPerRenewal()), strings.Join(per, ", "), us(f.LoadGenPerRenewal()), f.CoresBusy())
 }
 
@@ -104,7 +105,7 @@ func coresText(ps []Process, elapsed time.Duration) string {
 // CSVHeader and CSVRows are the raw data: one row per process of each
 // flood, then the flood's control-plane total as process "control plane".
 func (r *Result) CSVHeader() []string {
-	return []string{"flavour", "round", "process", "count", "control_plane", "cpu_us_per_renewal", "idle_cores", "rss_mib",
+	return []string{"flavour", "round", "object", "process", "count", "control_plane", "cpu_us_per_renewal", "idle_cores", "rss_mib",
 		"renewals_per_s", "p50_ms", "p99_ms", "errors", "conflicts", "loadgen_cpu_us_per_renewal", "cores_busy", "elapsed_s"}
 }
 
@@ -124,20 +125,20 @@ func (r *Result) CSVRows() [][]string {
 			if p.Own {
 				rss += float64(p.Usage.RSS) / (1 << 20)
 			}
-			rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), p.Name, strconv.Itoa(p.Count), strconv.FormatBool(p.Own),
+			rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), f.Object, p.Name, strconv.Itoa(p.Count), strconv.FormatBool(p.Own),
 				csvFloat(perRenewal(p.Usage.CPU.Seconds(), x.Updates) * 1e6), csvFloat(idle[p.Name]), csvFloat(float64(p.Usage.RSS) / (1 << 20))}, tail...))
 		}
-		rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), "control plane", "", "true",
+		rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), f.Object, "control plane", "", "true",
 			csvFloat(f.CPUPerRenewal() * 1e6), csvFloat(f.IdleCores()), csvFloat(rss)}, tail...))
 	}
 	return rows
 }
 
-// medianOf is the median of metric over the flavour's floods.
-func (r *Result) medianOf(flavour string, metric func(Flood) float64) float64 {
+// medianOf is the median of metric over the flavour's floods of object.
+func (r *Result) medianOf(flavour, object string, metric func(Flood) float64) float64 {
 	var vals []float64
 	for _, f := range r.Floods {
-		if v := metric(f); f.Flavour == flavour && !math.IsNaN(v) {
+		if v := metric(f); f.Flavour == flavour && f.Object == object && !math.IsNaN(v) {
 			vals = append(vals, v)
 		}
 	}
@@ -164,40 +165,54 @@ func (r *Result) processNames() (own, other []string) {
 	return own, other
 }
 
+// objectText names what a flood wrote, in the tables.
+var objectText = map[string]string{leaseflood.ObjectLease: "Lease renewals", leaseflood.ObjectNodeStatus: "node status updates"}
+
 // Markdown is the scenario's section of summary.md.
 func (r *Result) Markdown() string {
 	var b strings.Builder
 	l := r.Lease
 	fmt.Fprintf(&b, "\n## Deployed: one `k1m server` of each build, as `make cluster` runs it (median of rounds)\n\n")
-	fmt.Fprintf(&b, "A fresh cluster per flood: one server, its own node, in its own memory cgroup (a quarter of the machine, the server's own rule). "+
+	fmt.Fprintf(&b, "A fresh cluster per round and build: one server, its own node, in its own memory cgroup (a quarter of the machine, the server's own rule). "+
 		"k1m: every component in the one process, Events and Leases in the no-fsync etcd, GOGC/GOMEMLIMIT from the limit. "+
 		"stock: Kubernetes 1.32.5 unpatched, each component its own process (`k1m <component>`), one etcd with fsync holding everything "+
 		"(in the `k1m server` process), default GOGC; the same certificates, authentication (x509, bootstrap tokens, service accounts), "+
-		"authorization (Node, RBAC) and admission. %d Leases renewed by %d workers (Update with the last resourceVersion, protobuf); "+
-		"the watchers are the deployed components'. %v warm-up + %v window. CPU is read per process of the server's tree (/proc/PID/stat); "+
+		"authorization (Node, RBAC) and admission. Lease renewals: %d Leases, Update with the last resourceVersion. "+
+		"Node status updates: %d Nodes registered as kubelets register them, each update a Get from the cache and a strategic merge PATCH of nodes/status "+
+		"moving the conditions' heartbeats (latency: the PATCH). %d workers, protobuf, no client-side limit; the watchers are the deployed components'. "+
+		"%v warm-up + %v window. CPU is read per process of the server's tree (/proc/PID/stat); "+
 		"the control plane is the processes of the k1m binary (kube-apiserver, etcd, controller-manager, scheduler, kubelet), "+
-		"containerd and the pods are shown apart.\n\n", l.Leases, l.Workers, l.Warmup, l.Duration)
-	b.WriteString("| | renewals/s | p50 ms | p99 ms | errors | control plane CPU-µs/renewal | idle cores | load generator CPU-µs/renewal | cores busy |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, fl := range Flavours {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fl,
-			num(r.medianOf(fl, func(f Flood) float64 { return f.Result.Rate }), 0),
-			num(r.medianOf(fl, func(f Flood) float64 { return ms(f.Result.Latency.P50) }), 1),
-			num(r.medianOf(fl, func(f Flood) float64 { return ms(f.Result.Latency.P99) }), 1),
-			num(r.medianOf(fl, func(f Flood) float64 { return float64(f.Result.Errors) }), 0),
-			us(r.medianOf(fl, Flood.CPUPerRenewal)), num(r.medianOf(fl, Flood.IdleCores), 3),
-			us(r.medianOf(fl, Flood.LoadGenPerRenewal)), num(r.medianOf(fl, Flood.CoresBusy), 2))
-	}
-	rate := r.medianOf(K1m, func(f Flood) float64 { return f.Result.Rate }) / r.medianOf(Stock, func(f Flood) float64 { return f.Result.Rate })
-	cpu := r.medianOf(K1m, Flood.CPUPerRenewal) / r.medianOf(Stock, Flood.CPUPerRenewal)
-	fmt.Fprintf(&b, "\nk1m / stock: renewals/s x%s, control-plane CPU per renewal x%s (the goal: x2 or more, x0.5 or less).\n\n", num(rate, 2), num(cpu, 2))
-	own, other := r.processNames()
-	b.WriteString("CPU-µs per renewal by process:\n\n| process | stock | k1m |\n|---|---|---|\n")
-	for _, name := range append(own, other...) {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", name,
-			us(r.medianOf(Stock, func(f Flood) float64 { return f.ProcessPerRenewal(name) })),
-			us(r.medianOf(K1m, func(f Flood) float64 { return f.ProcessPerRenewal(name) })))
+		"containerd and the pods are shown apart.\n", l.Leases, r.Nodes, l.Workers, l.Warmup, l.Duration)
+	for _, object := range leaseflood.Objects {
+		r.writeObject(&b, object)
 	}
 	return b.String()
+}
+
+func (r *Result) writeObject(b *strings.Builder, object string) {
+	median := func(fl string, metric func(Flood) float64) float64 { return r.medianOf(fl, object, metric) }
+	rate := func(f Flood) float64 { return f.Result.Rate }
+	if math.IsNaN(median(Stock, rate)) && math.IsNaN(median(K1m, rate)) {
+		return
+	}
+	fmt.Fprintf(b, "\n### %s\n\n", objectText[object])
+	b.WriteString("| | writes/s | p50 ms | p99 ms | errors | control plane CPU-µs/write | idle cores | load generator CPU-µs/write | cores busy |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, fl := range Flavours {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fl, num(median(fl, rate), 0),
+			num(median(fl, func(f Flood) float64 { return ms(f.Result.Latency.P50) }), 1),
+			num(median(fl, func(f Flood) float64 { return ms(f.Result.Latency.P99) }), 1),
+			num(median(fl, func(f Flood) float64 { return float64(f.Result.Errors) }), 0),
+			us(median(fl, Flood.CPUPerRenewal)), num(median(fl, Flood.IdleCores), 3),
+			us(median(fl, Flood.LoadGenPerRenewal)), num(median(fl, Flood.CoresBusy), 2))
+	}
+	fmt.Fprintf(b, "\nk1m / stock: writes/s x%s, control-plane CPU per write x%s (the goal: x2 or more, x0.5 or less).\n\n",
+		num(median(K1m, rate)/median(Stock, rate), 2), num(median(K1m, Flood.CPUPerRenewal)/median(Stock, Flood.CPUPerRenewal), 2))
+	own, other := r.processNames()
+	b.WriteString("CPU-µs per write by process:\n\n| process | stock | k1m |\n|---|---|---|\n")
+	for _, name := range append(own, other...) {
+		per := func(f Flood) float64 { return f.ProcessPerRenewal(name) }
+		fmt.Fprintf(b, "| %s | %s | %s |\n", name, us(median(Stock, per)), us(median(K1m, per)))
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +33,10 @@ const Namespace = "kube-node-lease"
 
 // Config of one flood.
 type Config struct {
-	Leases   int           // Lease objects renewed
+	// Object is what is written: ObjectLease (the default when empty) or
+	// ObjectNodeStatus.
+	Object   string
+	Leases   int           // objects renewed (Leases, or Nodes)
 	Workers  int           // concurrent renewers, each owning Leases/Workers objects
 	Watchers int           // watches on the Leases, as controllers hold
 	Warmup   time.Duration // renewing before measuring
@@ -41,6 +46,8 @@ type Config struct {
 // Validate names the flag at fault.
 func (c Config) Validate() error {
 	switch {
+	case c.Object != "" && !slices.Contains(Objects, c.Object):
+		return fmt.Errorf("leaseflood: object %q: want one of %s", c.Object, strings.Join(Objects, ", "))
 	case c.Leases < 1:
 		return fmt.Errorf("--leases %d: want at least 1, e.g. 10000", c.Leases)
 	case c.Workers < 1 || c.Workers > c.Leases:
@@ -126,7 +133,7 @@ func RunSpread(ctx context.Context, clients Clients, cfg Config, probe Probe) (R
 	if len(clients.Workers) == 0 || len(clients.Watchers) == 0 {
 		return Result{}, fmt.Errorf("leaseflood: want at least one API server for the workers (%d given) and one for the watchers (%d given)", len(clients.Workers), len(clients.Watchers))
 	}
-	leases, err := createLeases(ctx, clients.Workers[0], cfg)
+	workers, err := newRenewers(ctx, clients.Workers, cfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -140,12 +147,8 @@ func RunSpread(ctx context.Context, clients Clients, cfg Config, probe Probe) (R
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watch(ctx, clients.Watchers[Spread(i, len(clients.Watchers))], &measuring, &watchEvents)
+			watch(ctx, clients.Watchers[Spread(i, len(clients.Watchers))], cfg.Object, &measuring, &watchEvents)
 		}()
-	}
-	workers, err := newWorkers(clients.Workers, cfg.Workers, leases)
-	if err != nil {
-		return Result{}, err
 	}
 	for _, w := range workers {
 		wg.Add(1)
@@ -176,6 +179,59 @@ func RunSpread(ctx context.Context, clients Clients, cfg Config, probe Probe) (R
 	return summarize(workers, len(clients.Workers), elapsed, watchEvents.Load(), cfg.Watchers), nil
 }
 
+// renewer is a client like one kubelet: it writes its objects in turn.
+type renewer interface {
+	run(ctx context.Context, measuring *atomic.Bool)
+	// result: the latencies and counts over the window, and the index
+	// of the config it wrote through.
+	result() (latencies []time.Duration, conflicts, errors int64, via int)
+}
+
+// newRenewers creates the objects (through the first config) and the
+// workers that write them.
+func newRenewers(ctx context.Context, configs []*rest.Config, cfg Config) ([]renewer, error) {
+	if cfg.Object == ObjectNodeStatus {
+		names, err := createNodes(ctx, configs[0], cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newNodeWorkers(configs, cfg.Workers, names)
+	}
+	leases, err := createLeases(ctx, configs[0], cfg)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := newWorkers(configs, cfg.Workers, leases)
+	out := make([]renewer, len(workers))
+	for i, w := range workers {
+		out[i] = w
+	}
+	return out, err
+}
+
+// newNodeWorkers makes n node status workers, each with its own
+// connection, and deals the Nodes out.
+func newNodeWorkers(configs []*rest.Config, n int, names []string) ([]renewer, error) {
+	workers := make([]*nodeWorker, n)
+	for i := range workers {
+		via := Spread(i, len(configs))
+		client, err := kubernetes.NewForConfig(configs[via])
+		if err != nil {
+			return nil, err
+		}
+		workers[i] = &nodeWorker{client: client, via: via}
+	}
+	for i, name := range names {
+		w := workers[i%len(workers)]
+		w.nodes = append(w.nodes, name)
+	}
+	out := make([]renewer, n)
+	for i, w := range workers {
+		out[i] = w
+	}
+	return out, nil
+}
+
 // Spread is the index of the config, of n, that client i (a worker or a
 // watcher) goes through: round robin, so shares differ by one at most.
 func Spread(i, n int) int { return i % n }
@@ -199,15 +255,16 @@ func newWorkers(configs []*rest.Config, n int, leases []*coordinationv1.Lease) (
 	return workers, nil
 }
 
-func summarize(workers []*worker, configs int, elapsed time.Duration, events int64, watchers int) Result {
+func summarize(workers []renewer, configs int, elapsed time.Duration, events int64, watchers int) Result {
 	r := Result{Elapsed: elapsed, UpdatesBy: make([]int64, configs)}
 	var latencies []time.Duration
 	for _, w := range workers {
-		r.Updates += int64(len(w.latencies))
-		r.UpdatesBy[w.via] += int64(len(w.latencies))
-		r.Conflicts += w.conflicts
-		r.Errors += w.errors
-		latencies = append(latencies, w.latencies...)
+		lat, conflicts, errs, via := w.result()
+		r.Updates += int64(len(lat))
+		r.UpdatesBy[via] += int64(len(lat))
+		r.Conflicts += conflicts
+		r.Errors += errs
+		latencies = append(latencies, lat...)
 	}
 	r.Rate = stats.Rate(r.Updates, elapsed)
 	if watchers > 0 {
@@ -250,6 +307,10 @@ type worker struct {
 	conflicts, errors int64
 }
 
+func (w *worker) result() ([]time.Duration, int64, int64, int) {
+	return w.latencies, w.conflicts, w.errors, w.via
+}
+
 // run renews its Leases in turn until ctx ends, as a kubelet renews its
 // one: set renewTime, Update with the object (and resourceVersion) the last
 // call returned.
@@ -285,35 +346,71 @@ func (w *worker) run(ctx context.Context, measuring *atomic.Bool) {
 	}
 }
 
-// watch follows the Leases like a controller's informer does, counting the
-// renewals (MODIFIED events) it receives. It resumes from the last
-// resourceVersion seen, so a reconnect does not replay every Lease.
-func watch(ctx context.Context, cfg *rest.Config, measuring *atomic.Bool, events *atomic.Int64) {
+// lister is what a watcher needs of a typed client.
+type lister interface {
+	List(context.Context, metav1.ListOptions) (string, error)
+	Watch(context.Context, metav1.ListOptions) (watchapi.Interface, error)
+}
+
+type leaseLister struct{ c kubernetes.Interface }
+
+func (l leaseLister) List(ctx context.Context, o metav1.ListOptions) (string, error) {
+	list, err := l.c.CoordinationV1().Leases(Namespace).List(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	return list.ResourceVersion, nil
+}
+
+func (l leaseLister) Watch(ctx context.Context, o metav1.ListOptions) (watchapi.Interface, error) {
+	return l.c.CoordinationV1().Leases(Namespace).Watch(ctx, o)
+}
+
+type nodeLister struct{ c kubernetes.Interface }
+
+func (l nodeLister) List(ctx context.Context, o metav1.ListOptions) (string, error) {
+	list, err := l.c.CoreV1().Nodes().List(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	return list.ResourceVersion, nil
+}
+
+func (l nodeLister) Watch(ctx context.Context, o metav1.ListOptions) (watchapi.Interface, error) {
+	return l.c.CoreV1().Nodes().Watch(ctx, o)
+}
+
+// watch follows the objects like a controller's informer does, counting
+// the writes (MODIFIED events) it receives. It resumes from the last
+// resourceVersion seen, so a reconnect does not replay every object.
+func watch(ctx context.Context, cfg *rest.Config, object string, measuring *atomic.Bool, events *atomic.Int64) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 0 // a client timeout would cut the watch every 30 s
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return
 	}
+	var objects lister = leaseLister{client}
+	if object == ObjectNodeStatus {
+		objects = nodeLister{client}
+	}
 	rv := ""
 	for ctx.Err() == nil {
 		if rv == "" {
-			list, err := client.CoordinationV1().Leases(Namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-			if err != nil {
+			if rv, err = objects.List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 				clock.Sleep(ctx, time.Second)
 				continue
 			}
-			rv = list.ResourceVersion
 		}
-		w, err := client.CoordinationV1().Leases(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := objects.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
 			rv = ""
 			clock.Sleep(ctx, time.Second)
 			continue
 		}
 		for ev := range w.ResultChan() {
-			if lease, ok := ev.Object.(*coordinationv1.Lease); ok {
-				rv = lease.ResourceVersion
+			if obj, ok := ev.Object.(metav1.Object); ok {
+				rv = obj.GetResourceVersion()
 			}
 			if ev.Type == watchapi.Error {
 				rv = "" // expired: list again

@@ -48,10 +48,10 @@ func TestNewWorkersSpreadOverTheConfigs(t *testing.T) {
 
 func TestSummarizeCountsUpdatesPerConfig(t *testing.T) {
 	ms := time.Millisecond
-	workers := []*worker{
-		{via: 0, latencies: []time.Duration{ms, 2 * ms, 3 * ms}, conflicts: 1},
-		{via: 1, latencies: []time.Duration{4 * ms}, errors: 2},
-		{via: 0, latencies: []time.Duration{5 * ms}},
+	workers := []renewer{
+		&worker{via: 0, latencies: []time.Duration{ms, 2 * ms, 3 * ms}, conflicts: 1},
+		&nodeWorker{via: 1, latencies: []time.Duration{4 * ms}, errors: 2},
+		&worker{via: 0, latencies: []time.Duration{5 * ms}},
 	}
 	r := summarize(workers, 3, 2*time.Second, 40, 4)
 	if r.Updates != 5 || !reflect.DeepEqual(r.UpdatesBy, []int64{4, 1, 0}) || r.Conflicts != 1 || r.Errors != 2 {
@@ -59,5 +59,36 @@ func TestSummarizeCountsUpdatesPerConfig(t *testing.T) {
 	}
 	if r.Rate != 2.5 || r.WatchEventRate != 5 || r.Latency.P50 != 3*ms {
 		t.Errorf("rate %v, watch events %v per watcher, p50 %v; want 2.5, 5, 3ms", r.Rate, r.WatchEventRate, r.Latency.P50)
+	}
+}
+
+// The node status patch moves the four heartbeats and nothing else, in
+// the form the kubelet sends (the list order directive, then each
+// condition by its merge key).
+func TestHeartbeatPatch(t *testing.T) {
+	registered := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	got, err := heartbeatPatch(NewNode("node-0000007", 7, registered), registered.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],` +
+		`"conditions":[{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"MemoryPressure"},{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"DiskPressure"},` +
+		`{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"PIDPressure"},{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"Ready"}]}}`
+	if string(got) != want {
+		t.Errorf("heartbeatPatch =\n %s\nwant\n %s", got, want)
+	}
+}
+
+func TestValidateObject(t *testing.T) {
+	cfg := Config{Object: "pods", Leases: 10, Workers: 1, Duration: time.Second}
+	want := "leaseflood: object \"pods\": want one of lease, node-status"
+	if err := cfg.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %s", err, want)
+	}
+	for _, o := range append([]string{""}, Objects...) {
+		cfg.Object = o
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate of object %q: %v", o, err)
+		}
 	}
 }
