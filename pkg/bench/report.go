@@ -266,6 +266,10 @@ func (rep *Report) writeCSVs() error {
 		if err := writeCSV(filepath.Join(rep.Dir, "deployed.csv"), rows); err != nil {
 			return err
 		}
+		rows = append([][]string{rep.Deployed.ProfileCSVHeader()}, rep.Deployed.ProfileCSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "deployed-profile.csv"), rows); err != nil {
+			return err
+		}
 	}
 	return nil
 }

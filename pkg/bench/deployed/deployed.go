@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"k1m.dev/k1m/pkg/bench/cpuprofile"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/proc"
 	"k1m.dev/k1m/pkg/bench/scaleout"
@@ -111,6 +112,13 @@ type Flood struct {
 	Idle, Processes []Process
 	IdleElapsed     time.Duration
 	LoadGen         proc.Usage // this process, the load generator, over the window
+	// Profile is the CPU breakdown of the process behind the API
+	// server's /debug/pprof over the window: the whole `k1m server` in
+	// the k1m build, kube-apiserver alone in the stock one.
+	Profile struct {
+		Total  time.Duration
+		Shares []cpuprofile.Share
+	}
 }
 
 // Run brings up each flavour's cluster once per round, alternating the
@@ -129,7 +137,7 @@ func Run(ctx context.Context, o Options, rounds int, cfg leaseflood.Config, runs
 		for _, flavour := range order {
 			clusterDir := filepath.Join(runsDir, fmt.Sprintf("deployed-%s-%d", flavour, round))
 			fmt.Fprintf(out, "deployed, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, rounds, flavour, clusterDir)
-			shape := scaleout.Shape{Name: "deployed-" + flavour, Servers: 1, K1M: o.binary(flavour)}
+			shape := scaleout.Shape{Name: "deployed-" + flavour, Servers: 1, K1M: o.binary(flavour), ServerArgs: ServerArgs}
 			so := scaleout.Options{ImagesDir: o.ImagesDir, DataRoot: o.DataRoot}
 			err := scaleout.WithShape(ctx, shape, so, clusterDir, out, func(c *scaleout.Cluster) error {
 				idle, idleElapsed, err := idleRead(ctx, c, out)
@@ -144,7 +152,7 @@ func Run(ctx context.Context, o Options, rounds int, cfg leaseflood.Config, runs
 					}
 					fmt.Fprintf(out, "deployed, round %d/%d, %s, %s: %d objects, %d workers, %v warm-up + %v\n",
 						round, rounds, flavour, object, objectCfg.Leases, cfg.Workers, cfg.Warmup, cfg.Duration)
-					f, err := flood(ctx, c, objectCfg)
+					f, err := flood(ctx, c, objectCfg, ProfilePath(clusterDir, object))
 					if err != nil {
 						return fmt.Errorf("%s flood: %w", object, err)
 					}
@@ -183,19 +191,34 @@ func idleRead(ctx context.Context, c *scaleout.Cluster, out io.Writer) ([]Proces
 	return idle, elapsed, nil
 }
 
+// ServerArgs turn on kube-apiserver's /debug/pprof in both builds (off in
+// a `k1m server` otherwise), so that each flood is profiled.
+var ServerArgs = []string{"--kube-apiserver-arg=profiling=true"}
+
+// ProfilePath is where the CPU profile of a flood of object is written in
+// its cluster's directory.
+func ProfilePath(clusterDir, object string) string {
+	return filepath.Join(clusterDir, object+".cpu.pprof")
+}
+
 // flood runs one flood, reading every process of the server's tree and
-// the load generator at the window's edges.
-func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config) (Flood, error) {
+// the load generator at the window's edges, and profiling, over the
+// window, the process behind the API server's /debug/pprof (the whole
+// `k1m server` in the k1m build, kube-apiserver in the stock one) into
+// profilePath.
+func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config, profilePath string) (Flood, error) {
 	var f Flood
 	var members []proc.Member
 	var err error
 	var edges []map[int]proc.Usage
 	var loadGen []proc.Usage
+	profiled := make(chan error, 1)
 	probe := func() error {
 		if len(edges) == 0 { // components started since the idle read count too
 			if members, err = proc.Tree(c.ServerPID(1)); err != nil {
 				return err
 			}
+			go func() { profiled <- profile(ctx, c, cfg.Duration, profilePath) }()
 		}
 		edges = append(edges, readAll(members))
 		u, err := proc.ReadUsage(os.Getpid())
@@ -203,11 +226,26 @@ func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config) (Flo
 		return err
 	}
 	api := []*rest.Config{c.Config(1)}
-	if f.Result, err = leaseflood.RunSpread(ctx, leaseflood.Clients{Workers: api, Watchers: api}, cfg, probe); err != nil {
+	f.Result, err = leaseflood.RunSpread(ctx, leaseflood.Clients{Workers: api, Watchers: api}, cfg, probe)
+	if len(edges) > 0 {
+		err = errors.Join(err, <-profiled)
+	}
+	if err != nil {
 		return f, err
 	}
 	f.Processes, f.LoadGen = group(members, edges[0], edges[1]), loadGen[1].Sub(loadGen[0])
-	return f, nil
+	f.Profile.Shares, f.Profile.Total, err = cpuprofile.Breakdown(profilePath)
+	return f, err
+}
+
+// profile captures the CPU profile of the API server's process over window.
+func profile(ctx context.Context, c *scaleout.Cluster, window time.Duration, path string) error {
+	cfg := c.Config(1)
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	return cpuprofile.Capture(ctx, client, cfg.Host+"/debug/pprof/profile", window, path)
 }
 
 // readAll reads every member's usage now; one that ended is left out.

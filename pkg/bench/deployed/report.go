@@ -56,6 +56,38 @@ func (f Flood) ProcessPerRenewal(name string) float64 {
 	return math.NaN()
 }
 
+// ProfilePerWrite is the profiled process's CPU in category per write, in
+// seconds (the profile's sampled time, not /proc's); NaN without it.
+func (f Flood) ProfilePerWrite(category string) float64 {
+	for _, s := range f.Profile.Shares {
+		if s.Category == category {
+			return perRenewal(s.CPU.Seconds(), f.Result.Updates)
+		}
+	}
+	return math.NaN()
+}
+
+// ProfileCSVHeader and ProfileCSVRows are the profiles' breakdowns: one
+// row per flood and cost.
+func (r *Result) ProfileCSVHeader() []string {
+	return []string{"flavour", "round", "object", "process", "cost", "cpu_us_per_write", "share"}
+}
+
+// ProfileCSVRows are the breakdowns in the columns of ProfileCSVHeader.
+func (r *Result) ProfileCSVRows() [][]string {
+	var rows [][]string
+	for _, f := range r.Floods {
+		for _, s := range f.Profile.Shares {
+			rows = append(rows, []string{f.Flavour, strconv.Itoa(f.Round), f.Object, ProfiledProcess[f.Flavour], s.Category,
+				csvFloat(perRenewal(s.CPU.Seconds(), f.Result.Updates) * 1e6), csvFloat(s.Fraction)})
+		}
+	}
+	return rows
+}
+
+// ProfiledProcess is what the API server's /debug/pprof profiles.
+var ProfiledProcess = map[string]string{K1m: "k1m server (every component)", Stock: "kube-apiserver"}
+
 // LoadGenPerRenewal is the load generator's CPU per renewal, in seconds.
 func (f Flood) LoadGenPerRenewal() float64 {
 	return perRenewal(f.LoadGen.CPU.Seconds(), f.Result.Updates)
@@ -212,6 +244,32 @@ func (r *Result) writeObject(b *strings.Builder, object string) {
 	for _, name := range append(own, other...) {
 		per := func(f Flood) float64 { return f.ProcessPerRenewal(name) }
 		fmt.Fprintf(b, "| %s | %s | %s |\n", name, us(median(Stock, per)), us(median(K1m, per)))
+	}
+	r.writeProfile(b, object)
+}
+
+// writeProfile is the breakdown of the profiled processes' CPU per write.
+func (r *Result) writeProfile(b *strings.Builder, object string) {
+	var categories []string
+	for _, f := range r.Floods {
+		for _, s := range f.Profile.Shares {
+			if f.Object == object && !slices.Contains(categories, s.Category) {
+				categories = append(categories, s.Category)
+			}
+		}
+	}
+	if len(categories) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nWhere the profiled process's CPU went, CPU-µs per write (stock: %s; k1m: %s, so its etcds, controllers and kubelet are in it):\n\n| cost | stock | k1m |\n|---|---|---|\n",
+		ProfiledProcess[Stock], ProfiledProcess[K1m])
+	for _, c := range categories {
+		per := func(f Flood) float64 { return f.ProfilePerWrite(c) }
+		s, k := r.medianOf(Stock, object, per), r.medianOf(K1m, object, per)
+		if s*1e6 < 0.5 && k*1e6 < 0.5 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", c, us(s), us(k))
 	}
 }
 

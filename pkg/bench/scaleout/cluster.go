@@ -47,13 +47,14 @@ func WithCluster(ctx context.Context, o Options, name, clusterDir string, out io
 
 // Shape is a local cluster a scenario brings up: its name (its data
 // directory's), how many servers (each its own node, no agents), which
-// k1m binary and each server's --memory-limit ("": the server's own
-// sizing rule, as make cluster leaves it).
+// k1m binary, each server's --memory-limit ("": the server's own sizing
+// rule, as make cluster leaves it) and extra `k1m server` flags.
 type Shape struct {
 	Name         string
 	Servers      int
 	K1M          string
 	ServerMemory string
+	ServerArgs   []string
 }
 
 // WithShape is WithCluster for any shape; o gives the images and the data
@@ -101,7 +102,7 @@ func newHarness(o Options, shape Shape, clusterDir string, out io.Writer) (*loca
 			dataRoot, err, k1m, clusterDir, dataRoot)
 	}
 	return localcluster.New(localcluster.Options{Servers: shape.Servers, Nodes: shape.Servers, K1M: k1m, ClusterDir: clusterDir,
-		DataRoot: dataRoot, ImagesDir: images, ServerMemory: shape.ServerMemory, Out: out})
+		DataRoot: dataRoot, ImagesDir: images, ServerMemory: shape.ServerMemory, ServerArgs: shape.ServerArgs, Out: out})
 }
 
 // apiPort is the port of every local cluster's API servers.
