@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/vishvananda/netlink"
@@ -103,11 +104,29 @@ func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 	informer := factory.Core().V1().Nodes()
 	sync := func() { nw.sync(informer.Lister()) }
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { sync() },
-		UpdateFunc: func(any, any) { sync() },
+		AddFunc: func(any) { sync() },
+		UpdateFunc: func(old, updated any) {
+			if routingChanged(old, updated) {
+				sync()
+			}
+		},
 		DeleteFunc: func(any) { sync() },
 	})
 	factory.Start(ctx.Done())
+}
+
+// routingChanged tells whether an update of a Node changes what sync
+// reads of it: its pod ranges or its IPv6 InternalIP. Most updates are
+// status heartbeats, which change neither; re-syncing on each would cost
+// every node a list of all Nodes and a route replace per node, for every
+// heartbeat of every node.
+func routingChanged(old, updated any) bool {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := updated.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !internalIPv6(o).Equal(internalIPv6(n))
 }
 
 func (nw Network) sync(lister corelisters.NodeLister) {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestCNIConfigUsesTheNodeRange(t *testing.T) {
@@ -66,6 +67,43 @@ func TestOptionsNameTheBadFlag(t *testing.T) {
 		err := o.Validate()
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one naming the flag", want, err)
+		}
+	}
+}
+
+// A status heartbeat changes nothing routes are made of: no re-sync (a
+// list of every Node and a route replace per node, for each heartbeat of
+// each node); a new pod range, a new address or a deleted tombstone does.
+func TestRoutingChangedOnlyForRangesAndAddresses(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"fddf:4035:b500:1::/64"}},
+		Status: corev1.NodeStatus{
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "fddf:4035:b520::11"}, {Type: corev1.NodeHostName, Address: "a"}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		}}
+	heartbeat := node.DeepCopy()
+	heartbeat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+	heartbeat.ResourceVersion = "8"
+	newRange := node.DeepCopy()
+	newRange.Spec.PodCIDRs = []string{"fddf:4035:b500:2::/64"}
+	newAddress := node.DeepCopy()
+	newAddress.Status.Addresses[0].Address = "fddf:4035:b520::12"
+	newHostname := node.DeepCopy()
+	newHostname.Status.Addresses[1].Address = "b"
+	cases := []struct {
+		name         string
+		old, updated any
+		want         bool
+	}{
+		{"a heartbeat", node, heartbeat, false},
+		{"another hostname address", node, newHostname, false},
+		{"a new pod range", node, newRange, true},
+		{"a new InternalIP", node, newAddress, true},
+		{"a range assigned", &corev1.Node{}, node, true},
+		{"not a Node", cache.DeletedFinalStateUnknown{Key: "a"}, node, true},
+	}
+	for _, c := range cases {
+		if got := routingChanged(c.old, c.updated); got != c.want {
+			t.Errorf("%s: routingChanged = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
