@@ -102,7 +102,8 @@ type Network struct {
 func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Core().V1().Nodes()
-	sync := func() { nw.sync(informer.Lister()) }
+	applied := routeTable{}
+	sync := func() { nw.sync(informer.Lister(), applied) }
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { sync() },
 		UpdateFunc: func(old, updated any) {
@@ -129,7 +130,26 @@ func routingChanged(old, updated any) bool {
 	return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !internalIPv6(o).Equal(internalIPv6(n))
 }
 
-func (nw Network) sync(lister corelisters.NodeLister) {
+// routeTable is the routes sync last installed, by destination: each
+// sync replaces only the routes that are new or moved, so that a node
+// joining a cluster of N costs one route, not N.
+type routeTable map[string]string
+
+// changed lists the routes of want that table does not hold as they are,
+// and records them.
+func (table routeTable) changed(want []podRoute) []podRoute {
+	var out []podRoute
+	for _, r := range want {
+		dst, via := r.dst.String(), r.via.String()
+		if table[dst] != via {
+			out = append(out, r)
+			table[dst] = via
+		}
+	}
+	return out
+}
+
+func (nw Network) sync(lister corelisters.NodeLister, applied routeTable) {
 	nodes, err := lister.List(labels.Everything())
 	if err != nil {
 		klog.ErrorS(err, "k1m pod network: listing nodes")
@@ -142,9 +162,11 @@ func (nw Network) sync(lister corelisters.NodeLister) {
 			}
 		}
 	}
-	for _, r := range podRoutes(nodes, nw.Self) {
+	for _, r := range applied.changed(podRoutes(nodes, nw.Self)) {
 		route := &netlink.Route{Dst: r.dst, Gw: r.via}
 		if err := netlink.RouteReplace(route); err != nil {
+			// Tried again at the next sync.
+			delete(applied, r.dst.String())
 			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)
 		}
 	}

@@ -2,6 +2,8 @@ package podnet
 
 import (
 	"encoding/json"
+	"net"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -104,6 +106,30 @@ func TestRoutingChangedOnlyForRangesAndAddresses(t *testing.T) {
 	for _, c := range cases {
 		if got := routingChanged(c.old, c.updated); got != c.want {
 			t.Errorf("%s: routingChanged = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Each sync installs only the routes that are new or moved: a node joining
+// a cluster of N costs one route replace, not N.
+func TestRouteTableGivesOnlyNewOrMovedRoutes(t *testing.T) {
+	route := func(dst, via string) podRoute {
+		_, d, _ := net.ParseCIDR(dst)
+		return podRoute{dst: d, via: net.ParseIP(via)}
+	}
+	a, b := route("fddf:4035:b500:1::/64", "fddf:4035:b520::11"), route("fddf:4035:b500:2::/64", "fddf:4035:b520::12")
+	table := routeTable{}
+	steps := []struct {
+		want, changed []podRoute
+	}{
+		{[]podRoute{a}, []podRoute{a}},
+		{[]podRoute{a, b}, []podRoute{b}},
+		{[]podRoute{a, b}, nil},
+		{[]podRoute{route("fddf:4035:b500:1::/64", "fddf:4035:b520::13"), b}, []podRoute{route("fddf:4035:b500:1::/64", "fddf:4035:b520::13")}},
+	}
+	for i, s := range steps {
+		if got := table.changed(s.want); !reflect.DeepEqual(got, s.changed) {
+			t.Errorf("step %d: changed = %v, want %v", i+1, got, s.changed)
 		}
 	}
 }
