@@ -14,13 +14,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -98,29 +97,37 @@ type Network struct {
 	IPAMDir string // host-local's data directory
 }
 
+// resyncPeriod is how often every Node is looked at again (the informer's
+// resync), so that a route the kernel refused is tried again.
+const resyncPeriod = 5 * time.Minute
+
 // Run watches the nodes until ctx ends; it returns once the watch started.
+// Each Node is handled on its own when it is added, when its pod ranges or
+// IPv6 InternalIP change, and at every resync: a node's event costs one
+// route, whatever the cluster's size, and a status heartbeat costs nothing.
 func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactory(client, resyncPeriod)
 	informer := factory.Core().V1().Nodes()
 	applied := routeTable{}
-	sync := func() { nw.sync(informer.Lister(), applied) }
+	handle := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			nw.apply(n, applied)
+		}
+	}
 	_, _ = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { sync() },
+		AddFunc: handle,
 		UpdateFunc: func(old, updated any) {
-			if routingChanged(old, updated) {
-				sync()
+			if routingChanged(old, updated) || resynced(old, updated) {
+				handle(updated)
 			}
 		},
-		DeleteFunc: func(any) { sync() },
 	})
 	factory.Start(ctx.Done())
 }
 
-// routingChanged tells whether an update of a Node changes what sync
+// routingChanged tells whether an update of a Node changes what apply
 // reads of it: its pod ranges or its IPv6 InternalIP. Most updates are
-// status heartbeats, which change neither; re-syncing on each would cost
-// every node a list of all Nodes and a route replace per node, for every
-// heartbeat of every node.
+// status heartbeats, which change neither.
 func routingChanged(old, updated any) bool {
 	o, ok1 := old.(*corev1.Node)
 	n, ok2 := updated.(*corev1.Node)
@@ -130,9 +137,16 @@ func routingChanged(old, updated any) bool {
 	return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !internalIPv6(o).Equal(internalIPv6(n))
 }
 
-// routeTable is the routes sync last installed, by destination: each
-// sync replaces only the routes that are new or moved, so that a node
-// joining a cluster of N costs one route, not N.
+// resynced tells the informer's periodic resync (the same object again)
+// from an update.
+func resynced(old, updated any) bool {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := updated.(*corev1.Node)
+	return ok1 && ok2 && o.ResourceVersion == n.ResourceVersion
+}
+
+// routeTable is the routes apply installed, by destination, so that a
+// Node seen again with the same range and address costs no route replace.
 type routeTable map[string]string
 
 // changed lists the routes of want that table does not hold as they are,
@@ -149,23 +163,21 @@ func (table routeTable) changed(want []podRoute) []podRoute {
 	return out
 }
 
-func (nw Network) sync(lister corelisters.NodeLister, applied routeTable) {
-	nodes, err := lister.List(labels.Everything())
-	if err != nil {
-		klog.ErrorS(err, "k1m pod network: listing nodes")
-		return
-	}
-	for _, n := range nodes {
-		if n.Name == nw.Self && len(n.Spec.PodCIDRs) > 0 {
+// apply writes the CNI config when n is this node, else installs the
+// route to n's pods through n if it is new or moved.
+func (nw Network) apply(n *corev1.Node, applied routeTable) {
+	if n.Name == nw.Self {
+		if len(n.Spec.PodCIDRs) > 0 {
 			if err := nw.writeCNIConfig(n.Spec.PodCIDRs[0]); err != nil {
 				klog.ErrorS(err, "k1m pod network: writing the CNI config")
 			}
 		}
+		return
 	}
-	for _, r := range applied.changed(podRoutes(nodes, nw.Self)) {
+	for _, r := range applied.changed(podRoutes([]*corev1.Node{n}, nw.Self)) {
 		route := &netlink.Route{Dst: r.dst, Gw: r.via}
 		if err := netlink.RouteReplace(route); err != nil {
-			// Tried again at the next sync.
+			// Tried again at the next resync or change of the node.
 			delete(applied, r.dst.String())
 			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)
 		}

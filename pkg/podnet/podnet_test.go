@@ -108,6 +108,9 @@ func TestRoutingChangedOnlyForRangesAndAddresses(t *testing.T) {
 			t.Errorf("%s: routingChanged = %v, want %v", c.name, got, c.want)
 		}
 	}
+	if !resynced(node, node.DeepCopy()) || resynced(node, heartbeat) {
+		t.Error("resynced: want true for the same resourceVersion (the informer's resync), false for a heartbeat")
+	}
 }
 
 // Each sync installs only the routes that are new or moved: a node joining
