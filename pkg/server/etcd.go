@@ -72,10 +72,11 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
 	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
 	embedDurable, embedEphemeral := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalEphemeral) == 0 && separateNoFsyncStore
+	oneStore := !separateNoFsyncStore && len(s.cfg.ExternalEphemeral) == 0
 	switch {
-	case !separateNoFsyncStore && embedDurable:
+	case oneStore && embedDurable:
 		s.step("starting etcd (%s): every resource in it, Events and Leases too (the stock build's one store)", durableMember.DataDir)
-	case !separateNoFsyncStore:
+	case oneStore:
 		s.step("no embedded etcd: every resource in the external etcd at %s (the stock build's one store)", strings.Join(s.cfg.ExternalDurable, ","))
 		return nil, nil, nil
 	case embedDurable && embedEphemeral:

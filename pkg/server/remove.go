@@ -47,9 +47,12 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	} else if err := removeDurableMember(ctx, client, o, tls, out); err != nil {
 		return err
 	}
-	if len(external.Ephemeral) > 0 {
+	switch {
+	case len(external.Ephemeral) > 0:
 		fmt.Fprintf(out, "Events and Leases are in the external etcd at %s: no member of it to remove\n", strings.Join(external.Ephemeral, ","))
-	} else {
+	case !separateNoFsyncStore:
+		// The stock build keeps Events and Leases in the durable etcd.
+	default:
 		removeEphemeralMember(ctx, o, tls, out)
 	}
 	records, recordsTLS := []string{DurableEtcdURL(o.EtcdPort)}, tls

@@ -103,6 +103,11 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 			return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
 		}
 	}
+	if len(stores.ephemeral) == 0 {
+		s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s, every resource in them (the stock build's one store)",
+			strings.Join(stores.durable, ", "))
+		return stores, nil
+	}
 	s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s and no-fsync members %s",
 		strings.Join(stores.durable, ", "), strings.Join(stores.ephemeral, ", "))
 	return stores, nil
