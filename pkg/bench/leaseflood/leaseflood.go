@@ -212,14 +212,13 @@ func newRenewers(ctx context.Context, configs []*rest.Config, cfg Config) ([]ren
 // newNodeWorkers makes n node status workers, each with its own
 // connection, and deals the Nodes out.
 func newNodeWorkers(configs []*rest.Config, n int, names []string) ([]renewer, error) {
+	clients, err := workerClients(configs, n)
+	if err != nil {
+		return nil, err
+	}
 	workers := make([]*nodeWorker, n)
-	for i := range workers {
-		via := Spread(i, len(configs))
-		client, err := kubernetes.NewForConfig(configs[via])
-		if err != nil {
-			return nil, err
-		}
-		workers[i] = &nodeWorker{client: client, via: via}
+	for i, client := range clients {
+		workers[i] = &nodeWorker{client: client, via: Spread(i, len(configs))}
 	}
 	for i, name := range names {
 		w := workers[i%len(workers)]
@@ -236,17 +235,30 @@ func newNodeWorkers(configs []*rest.Config, n int, names []string) ([]renewer, e
 // watcher) goes through: round robin, so shares differ by one at most.
 func Spread(i, n int) int { return i % n }
 
-// newWorkers makes n workers, each with its own connection (like
-// kubelets) to the API server Spread picks, and deals the Leases out.
-func newWorkers(configs []*rest.Config, n int, leases []*coordinationv1.Lease) ([]*worker, error) {
-	workers := make([]*worker, n)
-	for i := range workers {
-		via := Spread(i, len(configs))
-		client, err := kubernetes.NewForConfig(configs[via])
+// workerClients are n clients, each with its own connection (like
+// kubelets), client i to the API server Spread picks.
+func workerClients(configs []*rest.Config, n int) ([]kubernetes.Interface, error) {
+	clients := make([]kubernetes.Interface, n)
+	for i := range clients {
+		client, err := kubernetes.NewForConfig(configs[Spread(i, len(configs))])
 		if err != nil {
 			return nil, err
 		}
-		workers[i] = &worker{client: client.CoordinationV1().Leases(Namespace), via: via}
+		clients[i] = client
+	}
+	return clients, nil
+}
+
+// newWorkers makes n workers, each with its own connection to the API
+// server Spread picks, and deals the Leases out.
+func newWorkers(configs []*rest.Config, n int, leases []*coordinationv1.Lease) ([]*worker, error) {
+	clients, err := workerClients(configs, n)
+	if err != nil {
+		return nil, err
+	}
+	workers := make([]*worker, n)
+	for i, client := range clients {
+		workers[i] = &worker{client: client.CoordinationV1().Leases(Namespace), via: Spread(i, len(configs))}
 	}
 	for i, l := range leases {
 		w := workers[i%len(workers)]
@@ -431,27 +443,45 @@ func createLeases(ctx context.Context, cfg *rest.Config, c Config) ([]*coordinat
 		return nil, err
 	}
 	leases := make([]*coordinationv1.Lease, c.Leases)
-	errs := make(chan error, c.Workers)
+	err = inParallel(c.Leases, c.Workers, func(i int) error {
+		l, err := createLease(ctx, client, ObjectName(i))
+		leases[i] = l
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating Leases: %w", err)
+	}
+	return leases, nil
+}
+
+// ObjectName is the name of the i-th Lease or Node of a flood.
+func ObjectName(i int) string { return fmt.Sprintf("node-%07d", i) }
+
+// inParallel calls do for 0 to n-1 from workers goroutines and returns the
+// first error; after one, no goroutine takes another index.
+func inParallel(n, workers int, do func(i int) error) error {
+	errs := make(chan error, workers)
 	var next atomic.Int64
-	for w := 0; w < c.Workers; w++ {
+	var failed atomic.Bool
+	for w := 0; w < workers; w++ {
 		go func() {
-			for i := int(next.Add(1) - 1); i < c.Leases; i = int(next.Add(1) - 1) {
-				l, err := createLease(ctx, client, fmt.Sprintf("node-%07d", i))
-				if err != nil {
+			for i := int(next.Add(1) - 1); i < n && !failed.Load(); i = int(next.Add(1) - 1) {
+				if err := do(i); err != nil {
+					failed.Store(true)
 					errs <- err
 					return
 				}
-				leases[i] = l
 			}
 			errs <- nil
 		}()
 	}
-	for w := 0; w < c.Workers; w++ {
-		if err := <-errs; err != nil {
-			return nil, fmt.Errorf("creating Leases: %w", err)
+	var first error
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	return leases, nil
+	return first
 }
 
 func createLease(ctx context.Context, client kubernetes.Interface, name string) (*coordinationv1.Lease, error) {

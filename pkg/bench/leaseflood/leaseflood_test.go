@@ -1,8 +1,11 @@
 package leaseflood
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +93,36 @@ func TestValidateObject(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("Validate of object %q: %v", o, err)
 		}
+	}
+}
+
+func TestInParallelDoesEachIndexOnceAndStopsAtAnError(t *testing.T) {
+	var mu sync.Mutex
+	done := map[int]int{}
+	err := inParallel(100, 8, func(i int) error {
+		mu.Lock()
+		done[i]++
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || len(done) != 100 {
+		t.Fatalf("inParallel = %v with %d indexes done, want nil and 100", err, len(done))
+	}
+	for i, n := range done {
+		if n != 1 {
+			t.Errorf("index %d done %d times", i, n)
+		}
+	}
+	boom := errors.New("boom")
+	var calls atomic.Int64
+	err = inParallel(1000, 1, func(i int) error {
+		calls.Add(1)
+		if i == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || calls.Load() != 4 {
+		t.Errorf("inParallel = %v after %d calls, want boom after 4", err, calls.Load())
 	}
 }

@@ -97,25 +97,16 @@ func createNodes(ctx context.Context, cfg *rest.Config, c Config) ([]string, err
 		return nil, err
 	}
 	names := make([]string, c.Leases)
-	errs := make(chan error, c.Workers)
-	var next atomic.Int64
-	for w := 0; w < c.Workers; w++ {
-		go func() {
-			for i := int(next.Add(1) - 1); i < c.Leases; i = int(next.Add(1) - 1) {
-				names[i] = fmt.Sprintf("node-%07d", i)
-				_, err := client.CoreV1().Nodes().Create(ctx, NewNode(names[i], i, time.Now()), metav1.CreateOptions{})
-				if err != nil && !apierrors.IsAlreadyExists(err) {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for w := 0; w < c.Workers; w++ {
-		if err := <-errs; err != nil {
-			return nil, fmt.Errorf("creating Nodes: %w", err)
+	err = inParallel(c.Leases, c.Workers, func(i int) error {
+		names[i] = ObjectName(i)
+		_, err := client.CoreV1().Nodes().Create(ctx, NewNode(names[i], i, time.Now()), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
 		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating Nodes: %w", err)
 	}
 	return names, nil
 }
