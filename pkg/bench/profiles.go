@@ -10,6 +10,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/cpuprofile"
+	"k1m.dev/k1m/pkg/bench/stats"
 )
 
 // ProcessProfile is the CPU breakdown of one process over a flood's window.
@@ -71,7 +72,7 @@ func (rep *Report) profileCSV() [][]string {
 				if r.Result.Updates > 0 {
 					per = float64(s.CPU.Microseconds()) / float64(r.Result.Updates)
 				}
-				rows = append(rows, []string{r.Variant, strconv.Itoa(r.Round), p.Process, s.Category, fmtFloat(per), fmtFloat(s.Fraction)})
+				rows = append(rows, []string{r.Variant, strconv.Itoa(r.Round), p.Process, s.Category, stats.CSVFloat(per), stats.CSVFloat(s.Fraction)})
 			}
 		}
 	}

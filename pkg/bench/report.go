@@ -174,13 +174,6 @@ func share(part, whole time.Duration) float64 {
 	return float64(part) / float64(whole)
 }
 
-func fmtFloat(v float64) string {
-	if math.IsNaN(v) {
-		return ""
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
 // Write writes the data files and the plots, and prints the summary.
 func (rep *Report) Write(benchplot string, progress io.Writer) error {
 	if err := rep.writeData(); err != nil {
@@ -237,9 +230,9 @@ func (rep *Report) writeCSVs() error {
 		rows := [][]string{{"variant", "renew_s", "nodes", "held", "reason", "mutating_p99_ms", "lease_writes_per_s", "not_ready", "apiserver_rss_mib", "etcd_rss_mib", "apiserver_cores"}}
 		for _, c := range rep.Kwok {
 			for _, s := range c.Result.Steps {
-				rows = append(rows, []string{c.Name, fmtFloat(c.Renew.Seconds()), strconv.Itoa(s.Nodes), strconv.FormatBool(s.Held), s.Reason,
-					fmtFloat(s.MutatingP99 * 1000), fmtFloat(s.LeaseWriteRate), strconv.Itoa(s.NotReady),
-					fmtFloat(float64(s.APIServerRSS) / (1 << 20)), fmtFloat(float64(s.EtcdRSS) / (1 << 20)), fmtFloat(s.APIServerCores)})
+				rows = append(rows, []string{c.Name, stats.CSVFloat(c.Renew.Seconds()), strconv.Itoa(s.Nodes), strconv.FormatBool(s.Held), s.Reason,
+					stats.CSVFloat(s.MutatingP99 * 1000), stats.CSVFloat(s.LeaseWriteRate), strconv.Itoa(s.NotReady),
+					stats.CSVFloat(float64(s.APIServerRSS) / (1 << 20)), stats.CSVFloat(float64(s.EtcdRSS) / (1 << 20)), stats.CSVFloat(s.APIServerCores)})
 			}
 		}
 		if err := writeCSV(filepath.Join(rep.Dir, "kwok.csv"), rows); err != nil {
@@ -249,7 +242,7 @@ func (rep *Report) writeCSVs() error {
 	if len(rep.WatchCache) > 0 {
 		rows := [][]string{{"store", "objects", "op", "iterations", "ns_per_op", "bytes_per_op", "allocs_per_op"}}
 		for _, r := range rep.WatchCache {
-			rows = append(rows, []string{r.Store, strconv.Itoa(r.Objects), r.Op, strconv.Itoa(r.Iterations), fmtFloat(r.NsPerOp), fmtFloat(r.BytesPerOp), fmtFloat(r.AllocsPerOp)})
+			rows = append(rows, []string{r.Store, strconv.Itoa(r.Objects), r.Op, strconv.Itoa(r.Iterations), stats.CSVFloat(r.NsPerOp), stats.CSVFloat(r.BytesPerOp), stats.CSVFloat(r.AllocsPerOp)})
 		}
 		if err := writeCSV(filepath.Join(rep.Dir, "watchcache.csv"), rows); err != nil {
 			return err
@@ -276,7 +269,7 @@ func (rep *Report) writeCSVs() error {
 
 func csvRow(prefix []string, m map[string]float64, cols []string) []string {
 	for _, c := range cols {
-		prefix = append(prefix, fmtFloat(m[c]))
+		prefix = append(prefix, stats.CSVFloat(m[c]))
 	}
 	return prefix
 }

@@ -34,7 +34,7 @@ func controlPlane(ps []Process) time.Duration {
 // CPUPerRenewal is the control plane's CPU over the window per renewal,
 // in seconds (idle work included); NaN without renewals.
 func (f Flood) CPUPerRenewal() float64 {
-	return perRenewal(controlPlane(f.Processes).Seconds(), f.Result.Updates)
+	return stats.Per(controlPlane(f.Processes).Seconds(), f.Result.Updates)
 }
 
 // IdleCores is the control plane's CPU rate, in cores, with no flood.
@@ -50,7 +50,7 @@ func (f Flood) IdleCores() float64 {
 func (f Flood) ProcessPerRenewal(name string) float64 {
 	for _, p := range f.Processes {
 		if p.Name == name {
-			return perRenewal(p.Usage.CPU.Seconds(), f.Result.Updates)
+			return stats.Per(p.Usage.CPU.Seconds(), f.Result.Updates)
 		}
 	}
 	return math.NaN()
@@ -61,7 +61,7 @@ func (f Flood) ProcessPerRenewal(name string) float64 {
 func (f Flood) ProfilePerWrite(category string) float64 {
 	for _, s := range f.Profile.Shares {
 		if s.Category == category {
-			return perRenewal(s.CPU.Seconds(), f.Result.Updates)
+			return stats.Per(s.CPU.Seconds(), f.Result.Updates)
 		}
 	}
 	return math.NaN()
@@ -79,7 +79,7 @@ func (r *Result) ProfileCSVRows() [][]string {
 	for _, f := range r.Floods {
 		for _, s := range f.Profile.Shares {
 			rows = append(rows, []string{f.Flavour, strconv.Itoa(f.Round), f.Object, ProfiledProcess[f.Flavour], s.Category,
-				csvFloat(perRenewal(s.CPU.Seconds(), f.Result.Updates) * 1e6), csvFloat(s.Fraction)})
+				stats.CSVFloat(stats.Per(s.CPU.Seconds(), f.Result.Updates) * 1e6), stats.CSVFloat(s.Fraction)})
 		}
 	}
 	return rows
@@ -90,7 +90,7 @@ var ProfiledProcess = map[string]string{K1m: "k1m server (every component)", Sto
 
 // LoadGenPerRenewal is the load generator's CPU per renewal, in seconds.
 func (f Flood) LoadGenPerRenewal() float64 {
-	return perRenewal(f.LoadGen.CPU.Seconds(), f.Result.Updates)
+	return stats.Per(f.LoadGen.CPU.Seconds(), f.Result.Updates)
 }
 
 // CoresBusy is every process of the server's tree and the load generator
@@ -107,18 +107,11 @@ func (f Flood) CoresBusy() float64 {
 	return cpu.Seconds() / f.Result.Elapsed.Seconds()
 }
 
-func perRenewal(seconds float64, renewals int64) float64 {
-	if renewals <= 0 {
-		return math.NaN()
-	}
-	return seconds / float64(renewals)
-}
-
 // Line is a flood's progress line.
 func (f Flood) Line() string {
 	var per []string
 	for _, p := range f.Processes {
-		per = append(per, fmt.Sprintf("%s %s", p.Name, us(perRenewal(p.Usage.CPU.Seconds(), f.Result.Updates))))
+		per = append(per, fmt.Sprintf("%s %s", p.Name, us(stats.Per(p.Usage.CPU.Seconds(), f.Result.Updates))))
 	}
 	return fmt.Sprintf("%s: %s writes/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d conflicts; control plane %s CPU-us/write (%s); load generator %s; %.2f cores busy",
 		f.Object, num(f.Result.Rate, 0), ms(f.Result.Latency.P50), ms(f.Result.Latency.P99), f.Result.Errors, f.Result.Conflicts,
@@ -146,8 +139,8 @@ func (r *Result) CSVRows() [][]string {
 	var rows [][]string
 	for _, f := range r.Floods {
 		x := f.Result
-		tail := []string{csvFloat(x.Rate), csvFloat(ms(x.Latency.P50)), csvFloat(ms(x.Latency.P99)), strconv.FormatInt(x.Errors, 10),
-			strconv.FormatInt(x.Conflicts, 10), csvFloat(f.LoadGenPerRenewal() * 1e6), csvFloat(f.CoresBusy()), csvFloat(x.Elapsed.Seconds())}
+		tail := []string{stats.CSVFloat(x.Rate), stats.CSVFloat(ms(x.Latency.P50)), stats.CSVFloat(ms(x.Latency.P99)), strconv.FormatInt(x.Errors, 10),
+			strconv.FormatInt(x.Conflicts, 10), stats.CSVFloat(f.LoadGenPerRenewal() * 1e6), stats.CSVFloat(f.CoresBusy()), stats.CSVFloat(x.Elapsed.Seconds())}
 		idle := map[string]float64{}
 		for _, p := range f.Idle {
 			idle[p.Name] = p.Usage.CPU.Seconds() / f.IdleElapsed.Seconds()
@@ -158,10 +151,10 @@ func (r *Result) CSVRows() [][]string {
 				rss += float64(p.Usage.RSS) / (1 << 20)
 			}
 			rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), f.Object, p.Name, strconv.Itoa(p.Count), strconv.FormatBool(p.Own),
-				csvFloat(perRenewal(p.Usage.CPU.Seconds(), x.Updates) * 1e6), csvFloat(idle[p.Name]), csvFloat(float64(p.Usage.RSS) / (1 << 20))}, tail...))
+				stats.CSVFloat(stats.Per(p.Usage.CPU.Seconds(), x.Updates) * 1e6), stats.CSVFloat(idle[p.Name]), stats.CSVFloat(float64(p.Usage.RSS) / (1 << 20))}, tail...))
 		}
 		rows = append(rows, append([]string{f.Flavour, strconv.Itoa(f.Round), f.Object, "control plane", "", "true",
-			csvFloat(f.CPUPerRenewal() * 1e6), csvFloat(f.IdleCores()), csvFloat(rss)}, tail...))
+			stats.CSVFloat(f.CPUPerRenewal() * 1e6), stats.CSVFloat(f.IdleCores()), stats.CSVFloat(rss)}, tail...))
 	}
 	return rows
 }
@@ -284,11 +277,4 @@ func num(v float64, prec int) string {
 		return "-"
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
-func csvFloat(v float64) string {
-	if math.IsNaN(v) {
-		return ""
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -2,6 +2,7 @@ package scaleout
 
 import (
 	"fmt"
+	"k1m.dev/k1m/pkg/bench/stats"
 	"math"
 	"strconv"
 	"strings"
@@ -113,26 +114,19 @@ func (r *Result) CSVRows() [][]string {
 	for _, f := range r.Floods {
 		x := f.Result
 		row := []string{f.Cluster, f.ViaText(), strconv.Itoa(f.Round), strconv.Itoa(f.Leader), strconv.Itoa(f.LeaderAfter),
-			csvFloat(x.Rate), csvFloat(millis(x.Latency.P50.Seconds())), csvFloat(millis(x.Latency.P99.Seconds())),
+			stats.CSVFloat(x.Rate), stats.CSVFloat(millis(x.Latency.P50.Seconds())), stats.CSVFloat(millis(x.Latency.P99.Seconds())),
 			strconv.FormatInt(x.Errors, 10), strconv.FormatInt(x.Conflicts, 10)}
 		for k := 1; k <= ServersOf(ClusterA); k++ {
 			if k > len(f.Usage) {
 				row = append(row, "", "", "")
 				continue
 			}
-			row = append(row, csvFloat(f.Share(k)*x.Rate), csvFloat(f.CPUPerRenewal(k)*1e6), csvFloat(float64(f.Usage[k-1].RSS)/(1<<20)))
+			row = append(row, stats.CSVFloat(f.Share(k)*x.Rate), stats.CSVFloat(f.CPUPerRenewal(k)*1e6), stats.CSVFloat(float64(f.Usage[k-1].RSS)/(1<<20)))
 		}
-		rows = append(rows, append(row, csvFloat(f.TotalPerRenewal()*1e6), csvFloat(f.LoadGenPerRenewal()*1e6),
-			csvFloat(f.CoresBusy()), csvFloat(x.Elapsed.Seconds())))
+		rows = append(rows, append(row, stats.CSVFloat(f.TotalPerRenewal()*1e6), stats.CSVFloat(f.LoadGenPerRenewal()*1e6),
+			stats.CSVFloat(f.CoresBusy()), stats.CSVFloat(x.Elapsed.Seconds())))
 	}
 	return rows
-}
-
-func csvFloat(v float64) string {
-	if math.IsNaN(v) {
-		return ""
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // Markdown is the scenario's section of summary.md: the tables, what

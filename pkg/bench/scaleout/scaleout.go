@@ -21,6 +21,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/proc"
+	"k1m.dev/k1m/pkg/bench/stats"
 	"k1m.dev/k1m/pkg/localcluster"
 )
 
@@ -155,7 +156,7 @@ func (f Flood) Share(k int) float64 {
 // CPUPerRenewal is server k's CPU over the window per renewal of the
 // whole flood, in seconds; NaN without renewals.
 func (f Flood) CPUPerRenewal(k int) float64 {
-	return perRenewal(f.Usage[k-1].CPU.Seconds(), f.Result.Updates)
+	return stats.Per(f.Usage[k-1].CPU.Seconds(), f.Result.Updates)
 }
 
 // TotalPerRenewal is every server's CPU per renewal, in seconds.
@@ -164,12 +165,12 @@ func (f Flood) TotalPerRenewal() float64 {
 	for _, u := range f.Usage {
 		cpu += u.CPU
 	}
-	return perRenewal(cpu.Seconds(), f.Result.Updates)
+	return stats.Per(cpu.Seconds(), f.Result.Updates)
 }
 
 // LoadGenPerRenewal is the load generator's CPU per renewal, in seconds.
 func (f Flood) LoadGenPerRenewal() float64 {
-	return perRenewal(f.LoadGen.CPU.Seconds(), f.Result.Updates)
+	return stats.Per(f.LoadGen.CPU.Seconds(), f.Result.Updates)
 }
 
 // CoresBusy is the CPU the servers and the load generator used together
@@ -190,15 +191,8 @@ func (f Flood) CoresBusy() float64 {
 // the same window: the part the renewals caused.
 func (f Flood) marginal(k int, idleCores float64) float64 {
 	cpu := f.Usage[k-1].CPU.Seconds() - idleCores*f.Result.Elapsed.Seconds()
-	return perRenewal(cpu, f.Result.Updates)
+	return stats.Per(cpu, f.Result.Updates)
 }
 
 // leaderKept tells whether one known server led raft the whole flood.
 func (f Flood) leaderKept() bool { return f.Leader != 0 && f.Leader == f.LeaderAfter }
-
-func perRenewal(seconds float64, renewals int64) float64 {
-	if renewals <= 0 {
-		return nan
-	}
-	return seconds / float64(renewals)
-}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -98,4 +99,22 @@ func Median(values []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// Per is total divided by count, the cost of one event; NaN when there
+// was none.
+func Per(total float64, count int64) float64 {
+	if count <= 0 {
+		return math.NaN()
+	}
+	return total / float64(count)
+}
+
+// CSVFloat is v as the results' CSV files write numbers: shortest exact
+// decimal, empty for NaN (a figure not measured).
+func CSVFloat(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }

@@ -148,3 +148,17 @@ func TestSubBuckets(t *testing.T) {
 		t.Errorf("p99 of the window = %v, want 1", q)
 	}
 }
+
+func TestPerAndCSVFloat(t *testing.T) {
+	if got := Per(3, 4); got != 0.75 {
+		t.Errorf("Per(3, 4) = %v, want 0.75", got)
+	}
+	if got := Per(3, 0); !math.IsNaN(got) {
+		t.Errorf("Per(3, 0) = %v, want NaN", got)
+	}
+	for v, want := range map[float64]string{0.75: "0.75", 1e6: "1000000", math.NaN(): ""} {
+		if got := CSVFloat(v); got != want {
+			t.Errorf("CSVFloat(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
