@@ -73,9 +73,9 @@ func TestOptionsNameTheBadFlag(t *testing.T) {
 	}
 }
 
-// A status heartbeat changes nothing routes are made of: no re-sync (a
-// list of every Node and a route replace per node, for each heartbeat of
-// each node); a new pod range, a new address or a deleted tombstone does.
+// A status heartbeat changes nothing routes are made of, so it is not
+// handled; a new pod range or address is, and so is anything that is not a
+// Node (a tombstone), to be safe.
 func TestRoutingChangedOnlyForRangesAndAddresses(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"fddf:4035:b500:1::/64"}},
 		Status: corev1.NodeStatus{
