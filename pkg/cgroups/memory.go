@@ -115,12 +115,8 @@ func Confine(mount, p string, limit int64, pid int) error {
 		if err := moveInto(dir, pid); err != nil {
 			return err
 		}
-		for parent := mount; parent != dir; {
-			if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory"), 0o644); err != nil {
-				return fmt.Errorf("enabling the memory controller in %s: %w", parent, err)
-			}
-			rel, _ := filepath.Rel(parent, dir)
-			parent = filepath.Join(parent, strings.Split(rel, string(filepath.Separator))[0])
+		if err := enableInParents(mount, dir, "+memory"); err != nil {
+			return err
 		}
 		return setLimit(dir, limitFile(mount), limit)
 	}

@@ -64,7 +64,7 @@ var Profiles = map[string]Profile{
 // Main runs a subcommand.
 func Main(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("want a subcommand: run (the benchmarks) or etcd (internal: one etcd member)")
+		return errors.New("want a subcommand: run (the benchmarks), etcd or simulate-nodes (internal: one etcd member, the node ramp's kubelets)")
 	}
 	// client-go logs every request cut short when a flood stops; the
 	// benchmark's own progress is what the user reads.
@@ -81,8 +81,10 @@ func Main(ctx context.Context, args []string) error {
 		return bench.Run(ctx, o)
 	case "etcd":
 		return runEtcd(ctx, args[1:])
+	case "simulate-nodes":
+		return runNodeSimulator(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown subcommand %q: want run or etcd", args[0])
+	return fmt.Errorf("unknown subcommand %q: want run, etcd or simulate-nodes", args[0])
 }
 
 // ParseRun parses and checks the flags of `k1m-bench run`.
@@ -312,4 +314,36 @@ func runEtcd(ctx context.Context, args []string) error {
 	case err := <-r.Err():
 		return err
 	}
+}
+
+// runNodeSimulator is the node ramp's kubelets (package nodesim): it
+// takes commands on stdin and answers on stdout until stdin ends.
+func runNodeSimulator(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("simulate-nodes", flag.ContinueOnError)
+	kubeconfigPath := fs.String("kubeconfig", "", "the API server's kubeconfig")
+	cfg := nodesim.Config{RenewInterval: config.DefaultRenewInterval, LeaseDuration: 4 * config.DefaultRenewInterval,
+		StatusInterval: nodesim.DefaultStatusInterval, Workers: 64, Clients: 16}
+	fs.DurationVar(&cfg.RenewInterval, "renew-interval", cfg.RenewInterval, "Lease renew interval")
+	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", cfg.LeaseDuration, "the Leases' duration")
+	fs.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "node status report interval (the kubelet's nodeStatusReportFrequency)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "heartbeats in flight at most")
+	fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "connections")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kubeconfigPath == "" {
+		return errors.New("--kubeconfig is empty: want the API server's kubeconfig")
+	}
+	restCfg, err := controlplane.ClientConfig(*kubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	sim, err := nodesim.New(restCfg, cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go sim.Run(ctx)
+	return nodesim.Serve(os.Stdin, os.Stdout, sim)
 }

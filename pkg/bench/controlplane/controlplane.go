@@ -153,7 +153,7 @@ func Start(ctx context.Context, v Variant, o Options) (cp *ControlPlane, err err
 	if cp.APIServer, err = proc.Start(ctx, "kube-apiserver", filepath.Join(v.BinDir, "kube-apiserver"), args, v.Env, filepath.Join(o.Dir, "kube-apiserver.log")); err != nil {
 		return nil, err
 	}
-	if cp.Config, err = f.restConfig(); err != nil {
+	if cp.Config, err = ClientConfig(f.kubeconfig); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, cp.Config, cp.APIServer); err != nil {
@@ -292,10 +292,11 @@ func newFiles(dir string) (*files, error) {
 	return f, kubeconfig.Write(f.kubeconfig, cfg)
 }
 
-// restConfig is the benchmark's client: protobuf like kubelets, and no
-// client-side rate limit, so the server is what limits the rate.
-func (f *files) restConfig() (*rest.Config, error) {
-	cfg, err := kubeconfig.RESTConfig(f.kubeconfig)
+// ClientConfig is the benchmark's client of the API server kubeconfigPath
+// names: protobuf like kubelets, and no client-side rate limit, so the
+// server is what limits the rate.
+func ClientConfig(kubeconfigPath string) (*rest.Config, error) {
+	cfg, err := kubeconfig.RESTConfig(kubeconfigPath)
 	if err != nil {
 		return nil, err
 	}

@@ -485,15 +485,20 @@ func inParallel(n, workers int, do func(i int) error) error {
 }
 
 func createLease(ctx context.Context, client kubernetes.Interface, name string) (*coordinationv1.Lease, error) {
-	now := metav1.NewMicroTime(time.Now())
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
-			AcquireTime: &now, RenewTime: &now},
-	}
-	created, err := client.CoordinationV1().Leases(Namespace).Create(ctx, lease, metav1.CreateOptions{})
+	created, err := client.CoordinationV1().Leases(Namespace).Create(ctx, NewLease(name, 40, time.Now()), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return client.CoordinationV1().Leases(Namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	return created, err
+}
+
+// NewLease is node name's Lease as the kubelet's lease controller
+// creates it: held by the node, acquired and renewed now.
+func NewLease(name string, durationSeconds int32, now time.Time) *coordinationv1.Lease {
+	t := metav1.NewMicroTime(now)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To(durationSeconds),
+			AcquireTime: &t, RenewTime: &t},
+	}
 }

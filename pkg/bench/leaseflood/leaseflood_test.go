@@ -70,7 +70,7 @@ func TestSummarizeCountsUpdatesPerConfig(t *testing.T) {
 // condition by its merge key).
 func TestHeartbeatPatch(t *testing.T) {
 	registered := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	got, err := heartbeatPatch(NewNode("node-0000007", 7, registered), registered.Add(10*time.Second))
+	got, err := HeartbeatPatch(NewNode("node-0000007", 7, registered), registered.Add(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestHeartbeatPatch(t *testing.T) {
 		`"conditions":[{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"MemoryPressure"},{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"DiskPressure"},` +
 		`{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"PIDPressure"},{"lastHeartbeatTime":"2026-11-24T10:00:10Z","type":"Ready"}]}}`
 	if string(got) != want {
-		t.Errorf("heartbeatPatch =\n %s\nwant\n %s", got, want)
+		t.Errorf("HeartbeatPatch =\n %s\nwant\n %s", got, want)
 	}
 }
 

@@ -55,7 +55,7 @@ func (w *nodeWorker) run(ctx context.Context, measuring *atomic.Bool) {
 		old, err := nodes.Get(ctx, w.nodes[i], metav1.GetOptions{ResourceVersion: "0"})
 		if err == nil {
 			var patch []byte
-			if patch, err = heartbeatPatch(old, time.Now()); err == nil {
+			if patch, err = HeartbeatPatch(old, time.Now()); err == nil {
 				start := time.Now()
 				_, err = nodes.Patch(ctx, w.nodes[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 				if err == nil && measuring.Load() && ctx.Err() == nil {
@@ -69,11 +69,11 @@ func (w *nodeWorker) run(ctx context.Context, measuring *atomic.Bool) {
 	}
 }
 
-// heartbeatPatch is the kubelet's status patch when nothing but the
+// HeartbeatPatch is the kubelet's status patch when nothing but the
 // heartbeat changed: every condition's lastHeartbeatTime set to now, spec
 // left as it was (component-helpers' PatchNodeStatus builds it the same
 // way).
-func heartbeatPatch(old *corev1.Node, now time.Time) ([]byte, error) {
+func HeartbeatPatch(old *corev1.Node, now time.Time) ([]byte, error) {
 	updated := old.DeepCopy()
 	for i := range updated.Status.Conditions {
 		updated.Status.Conditions[i].LastHeartbeatTime = metav1.NewTime(now)
@@ -90,25 +90,38 @@ func heartbeatPatch(old *corev1.Node, now time.Time) ([]byte, error) {
 }
 
 // createNodes makes c.Leases Nodes as kubelets register them (or takes
-// the existing ones): status included, as a kubelet's Create carries it.
+// the existing ones).
 func createNodes(ctx context.Context, cfg *rest.Config, c Config) ([]string, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if err := RegisterNodes(ctx, client, 0, c.Leases, c.Workers); err != nil {
+		return nil, err
+	}
 	names := make([]string, c.Leases)
-	err = inParallel(c.Leases, c.Workers, func(i int) error {
+	for i := range names {
 		names[i] = ObjectName(i)
-		_, err := client.CoreV1().Nodes().Create(ctx, NewNode(names[i], i, time.Now()), metav1.CreateOptions{})
+	}
+	return names, nil
+}
+
+// RegisterNodes creates Nodes from to to-1 (ObjectName, NewNode) from
+// workers goroutines, status included as a kubelet's Create carries it;
+// a Node that exists already is taken as it is.
+func RegisterNodes(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
+	err := inParallel(to-from, workers, func(k int) error {
+		i := from + k
+		_, err := client.CoreV1().Nodes().Create(ctx, NewNode(ObjectName(i), i, time.Now()), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating Nodes: %w", err)
+		return fmt.Errorf("creating Nodes: %w", err)
 	}
-	return names, nil
+	return nil
 }
 
 // NewNode is a Node as a kubelet registers it: its labels and
