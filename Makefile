@@ -115,19 +115,18 @@ release-test: release kind-image ## install the release as a systemd service in 
 	OUT=$(OUT) hack/release.sh test
 
 BENCH_ARGS ?=
-# bench-tools puts kwok (KWOK_VERSION, build/versions.env) and the plotter here.
-BENCH_TOOLS = --kwok $(OUT)/tools/kwok-$(KWOK_VERSION)/kwok --kwok-stages $(OUT)/tools/kwok-$(KWOK_VERSION)/stages.yaml \
-	--benchplot $(OUT)/tools/benchplot
+# bench-tools puts the plotter here.
+BENCH_TOOLS = --benchplot $(OUT)/tools/benchplot
 BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
 	$(OUT)/tools/k1m-bench run --out $(OUT) $(BENCH_TOOLS)
 
-bench-tools: deps-build ## build what the benchmark runs besides k1m and stock: kwok (pinned) with its node stages, and hack/benchplot, into $(OUT)/tools
+bench-tools: deps-build ## build what the benchmark runs besides k1m and stock (the plotter hack/benchplot) into $(OUT)/tools
 	$(K1M_BUILD) bench-tools $(K1M_FLAGS)
 
 bench: deps-build build build-stock bench-tools ## stock 1.32.5 vs k1m side by side, 10-14 min measured (docs/performance.md); results in $(OUT)/bench
 	$(BENCH) --profile quick $(BENCH_ARGS)
 
-bench-full: deps-build build build-stock bench-tools ## the same with more rounds, longer windows and a kwok ramp up to 100k nodes
+bench-full: deps-build build build-stock bench-tools ## the same with more rounds, longer windows and a node ramp up to 100k nodes
 	$(BENCH) --profile full $(BENCH_ARGS)
 
 clean: ## remove generated trees and binaries

@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,7 +31,7 @@ func main() {
 	}{
 		{"lease-flood.csv", leasePlots},
 		{"etcd-flood.csv", etcdPlot},
-		{"kwok.csv", kwokPlot},
+		{"nodes.csv", nodePlots},
 		{"watchcache.csv", watchCachePlot},
 	}
 	for _, p := range plots {
@@ -131,23 +132,32 @@ func etcdPlot(dir string, rows []map[string]string) error {
 	return bars(dir, "etcd-flood.png", "Lease-sized puts straight to etcd", "puts/s", names, vals)
 }
 
-func kwokPlot(dir string, rows []map[string]string) error {
+// nodePlots draws the node ramp: mutating-call p99 and the control
+// plane's cores against nodes, one line per column (build and interval).
+func nodePlots(dir string, rows []map[string]string) error {
+	if err := nodeLines(dir, rows, "mutating_p99_ms", "Node heartbeats: mutating-call p99", "p99 (ms); SLO 1000 ms", "nodes-p99.png"); err != nil {
+		return err
+	}
+	return nodeLines(dir, rows, "control_plane_cores", "Node heartbeats: control-plane CPU (simulator apart)", "cores", "nodes-cpu.png")
+}
+
+func nodeLines(dir string, rows []map[string]string, column, title, label, file string) error {
 	p := plot.New()
-	p.Title.Text = "Simulated nodes (kwok): mutating-call p99"
+	p.Title.Text = title
 	p.X.Label.Text = "nodes"
-	p.Y.Label.Text = "p99 (ms); SLO 1000 ms"
+	p.Y.Label.Text = label
 	var order []string
 	series := map[string]plotter.XYs{}
 	for _, r := range rows {
 		n, err1 := strconv.ParseFloat(r["nodes"], 64)
-		v, err2 := strconv.ParseFloat(r["mutating_p99_ms"], 64)
-		if err1 != nil || err2 != nil {
+		v, err2 := strconv.ParseFloat(r[column], 64)
+		if err1 != nil || err2 != nil || math.IsNaN(v) {
 			continue
 		}
-		if _, ok := series[r["variant"]]; !ok {
-			order = append(order, r["variant"])
+		if _, ok := series[r["column"]]; !ok {
+			order = append(order, r["column"])
 		}
-		series[r["variant"]] = append(series[r["variant"]], plotter.XY{X: n, Y: v})
+		series[r["column"]] = append(series[r["column"]], plotter.XY{X: n, Y: v})
 	}
 	var args []interface{}
 	for _, name := range order {
@@ -156,7 +166,7 @@ func kwokPlot(dir string, rows []map[string]string) error {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return err
 	}
-	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "kwok.png"))
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, file))
 }
 
 func watchCachePlot(dir string, rows []map[string]string) error {

@@ -18,7 +18,6 @@ import (
 
 	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
-	"k1m.dev/k1m/pkg/bench/kwoknodes"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/bench/stats"
@@ -32,7 +31,7 @@ type Report struct {
 	Started, Finished time.Time
 	Lease             []LeaseRow
 	Etcd              []EtcdRow
-	Kwok              []KwokColumn
+	Nodes             []NodeColumn
 	WatchCache        []watchcache.Result
 	ScaleOut          *scaleout.Result `json:",omitempty"`
 	Deployed          *deployed.Result `json:",omitempty"`
@@ -158,13 +157,6 @@ func (r EtcdRow) Line() string {
 		m["puts_per_s"], m["p50_ms"], m["p99_ms"], m["etcd_cpu_us_per_put"], m["value_bytes"], r.Result.Errors)
 }
 
-// KwokColumn is one ramp.
-type KwokColumn struct {
-	Name   string
-	Renew  time.Duration
-	Result kwoknodes.Result
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func share(part, whole time.Duration) float64 {
@@ -226,16 +218,11 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
-	if len(rep.Kwok) > 0 {
-		rows := [][]string{{"variant", "renew_s", "nodes", "held", "reason", "mutating_p99_ms", "lease_writes_per_s", "not_ready", "apiserver_rss_mib", "etcd_rss_mib", "apiserver_cores"}}
-		for _, c := range rep.Kwok {
-			for _, s := range c.Result.Steps {
-				rows = append(rows, []string{c.Name, stats.CSVFloat(c.Renew.Seconds()), strconv.Itoa(s.Nodes), strconv.FormatBool(s.Held), s.Reason,
-					stats.CSVFloat(s.MutatingP99 * 1000), stats.CSVFloat(s.LeaseWriteRate), strconv.Itoa(s.NotReady),
-					stats.CSVFloat(float64(s.APIServerRSS) / (1 << 20)), stats.CSVFloat(float64(s.EtcdRSS) / (1 << 20)), stats.CSVFloat(s.APIServerCores)})
-			}
+	if len(rep.Nodes) > 0 {
+		if err := writeCSV(filepath.Join(rep.Dir, "nodes.csv"), rep.nodeCSV()); err != nil {
+			return err
 		}
-		if err := writeCSV(filepath.Join(rep.Dir, "kwok.csv"), rows); err != nil {
+		if err := writeCSV(filepath.Join(rep.Dir, "nodes-profile.csv"), rep.nodeProfileCSV()); err != nil {
 			return err
 		}
 	}
@@ -340,19 +327,7 @@ func (rep *Report) Summary() string {
 			b.WriteString("\n")
 		}
 	}
-	if len(rep.Kwok) > 0 {
-		b.WriteString("\n## Simulated nodes (kwok): largest node count held (mutating p99 <= 1 s, no NotReady)\n\n")
-		b.WriteString("| variant | renew | largest held | ratio | stopped at | apiserver bytes/node | etcd bytes/node |\n|---|---|---|---|---|---|---|\n")
-		base := float64(rep.Kwok[0].Result.MaxHeld)
-		for _, c := range rep.Kwok {
-			stop := "(every step held)"
-			if n := len(c.Result.Steps); n > 0 && !c.Result.Steps[n-1].Held {
-				stop = fmt.Sprintf("%d: %s", c.Result.Steps[n-1].Nodes, c.Result.Steps[n-1].Reason)
-			}
-			fmt.Fprintf(&b, "| %s | %v | %d | %s | %s | %.0f | %.0f |\n", c.Name, c.Renew, c.Result.MaxHeld,
-				ratioText(stats.Ratio(float64(c.Result.MaxHeld), base)), stop, c.Result.APIServerBytesNode, c.Result.EtcdBytesNode)
-		}
-	}
+	rep.nodeMarkdown(&b)
 	if len(rep.WatchCache) > 0 {
 		b.WriteString("\n## Watch cache stores (ns/op, median of counts; ratio = hashmap / btree, below 1 is faster)\n\n")
 		b.WriteString("| objects | op | hashmap ns/op | btree ns/op | ratio |\n|---|---|---|---|---|\n")

@@ -12,8 +12,8 @@ import (
 	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
-	"k1m.dev/k1m/pkg/bench/kwoknodes"
-	"k1m.dev/k1m/pkg/bench/leaseflood"
+		"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/noderamp"
 	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/bench/watchcache"
 	"k1m.dev/k1m/pkg/config"
@@ -24,7 +24,7 @@ var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "dep
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout
 // and deployed bring up local clusters and are asked for by name.
-var DefaultScenarios = []string{"lease", "etcd", "kwok", "watchcache"}
+var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
 // Options of a run.
 type Options struct {
@@ -40,8 +40,9 @@ type Options struct {
 
 	Lease leaseflood.Config
 	Etcd  etcdflood.Config
-	Kwok  kwoknodes.Config
-	// LongRenew is the renew interval of k1m's long-lease kwok column.
+	Nodes noderamp.Config
+	// LongRenew is the renew interval of the node ramp's long-lease
+	// columns.
 	LongRenew time.Duration
 
 	WatchBenchtime string
@@ -53,9 +54,8 @@ type Options struct {
 	// Deployed says where both builds' k1m are for the deployed scenario.
 	Deployed deployed.Options
 
-	// Tools built by k1m-build bench-tools: kwok with its node stages for
-	// the kwok scenario, and the plotting program for every run.
-	KwokBin, KwokStages, Benchplot string
+	// Benchplot is the plotting program k1m-build bench-tools builds.
+	Benchplot string
 
 	Progress io.Writer
 }
@@ -78,8 +78,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runLease(ctx, o, variants, rep)
 		case "etcd":
 			err = runEtcd(ctx, o, rep)
-		case "kwok":
-			err = runKwok(ctx, o, variants, rep)
+		case "nodes":
+			err = runNodes(ctx, o, variants, rep)
 		case "watchcache":
 			err = runWatchCache(ctx, o, rep)
 		case "scaleout":
@@ -178,80 +178,68 @@ func runEtcd(ctx context.Context, o Options, rep *Report) error {
 	return nil
 }
 
-// kwokColumns: stock and k1m at upstream's 10 s, and k1m with the long
-// renew profile (controller-manager timings from config.LeaseProfileFor,
-// as k1m server derives them).
-func kwokColumns(variants map[string]controlplane.Variant, long time.Duration) ([]kwokColumn, error) {
-	withLease := func(v controlplane.Variant, renew time.Duration, name string, k1mFlags bool) (kwokColumn, error) {
-		profile, err := config.LeaseProfileFor(renew)
-		if err != nil {
-			return kwokColumn{}, err
-		}
-		v.Name = name
-		if k1mFlags { // patch 0003's flag; stock only has the grace period
-			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+profile.LeaseDuration.String())
-		}
-		v.ControllerArgs = append(v.ControllerArgs, "--node-monitor-grace-period="+profile.GracePeriod.String())
-		return kwokColumn{variant: v, renew: renew}, nil
-	}
-	var cols []kwokColumn
+// nodeColumns: stock and k1m at upstream's 10 s, then both at the long
+// interval (the controller-manager's timings from config.LeaseProfileFor,
+// as k1m server derives them; stock's kubelet reaches it through its
+// lease duration, a quarter of which is its renew interval).
+func nodeColumns(variants map[string]controlplane.Variant, long time.Duration) ([]nodeColumn, error) {
+	var cols []nodeColumn
 	for _, c := range []struct {
-		base    string
-		renew   time.Duration
-		name    string
-		k1mFlag bool
+		base  string
+		renew time.Duration
 	}{
-		{Stock, config.DefaultRenewInterval, "stock-10s", false},
-		{K1m, config.DefaultRenewInterval, "k1m-10s", true},
-		{K1m, long, "k1m-" + long.String(), true},
+		{Stock, config.DefaultRenewInterval}, {K1m, config.DefaultRenewInterval}, {Stock, long}, {K1m, long},
 	} {
-		col, err := withLease(variants[c.base], c.renew, c.name, c.k1mFlag)
+		profile, err := config.LeaseProfileFor(c.renew)
 		if err != nil {
 			return nil, err
 		}
-		cols = append(cols, col)
+		v := variants[c.base]
+		v.Name = fmt.Sprintf("%s-%v", c.base, c.renew)
+		v.ControllerArgs = append(append([]string{}, v.ControllerArgs...), "--node-monitor-grace-period="+profile.GracePeriod.String())
+		if c.base == K1m { // patch 0003's flag; stock only has the grace period
+			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+profile.LeaseDuration.String())
+		}
+		cols = append(cols, nodeColumn{base: c.base, variant: v, profile: profile})
 	}
 	return cols, nil
 }
 
-type kwokColumn struct {
+type nodeColumn struct {
+	base    string
 	variant controlplane.Variant
-	renew   time.Duration
+	profile config.LeaseProfile
 }
 
-func runKwok(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
-	// The stages kwok ran with are kept with the results.
-	stages := filepath.Join(o.Results, "kwok-stages.yaml")
-	data, err := os.ReadFile(o.KwokStages)
-	if err != nil {
-		return fmt.Errorf("--kwok-stages: %w", err)
-	}
-	if err := os.WriteFile(stages, data, 0o644); err != nil {
-		return err
-	}
-	cols, err := kwokColumns(variants, o.LongRenew)
+func runNodes(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
+	cols, err := nodeColumns(variants, o.LongRenew)
 	if err != nil {
 		return err
 	}
 	for _, col := range cols {
 		name := col.variant.Name
-		dir := filepath.Join(o.Results, "runs", "kwok-"+name)
+		dir := filepath.Join(o.Results, "runs", "nodes-"+name)
 		cp, err := controlplane.Start(ctx, col.variant, controlplane.Options{Dir: dir, Self: o.Self, ControllerManager: true})
 		if err != nil {
 			return err
 		}
-		cfg := o.Kwok
-		cfg.Kwok, cfg.Stages, cfg.RenewInterval = o.KwokBin, stages, col.renew
-		// Every node must renew at least twice inside a window, whatever
-		// its interval, or the window sees too few Lease writes.
-		cfg.Hold = max(cfg.Hold, 2*col.renew)
-		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("kwok %s: ", name)
-		res, err := kwoknodes.Run(ctx, cp, dir, cfg)
+		cfg := o.Nodes
+		cfg.Self, cfg.CPUProfiles = o.Self, o.CPUProfiles
+		cfg.Simulator.RenewInterval, cfg.Simulator.LeaseDuration = col.profile.RenewInterval, col.profile.LeaseDuration
+		// Every node renews at least once inside a window, whatever its
+		// interval.
+		cfg.Hold = max(cfg.Hold, col.profile.RenewInterval)
+		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("nodes %s: ", name)
+		res, err := noderamp.Run(ctx, cp, dir, cfg)
 		cp.Discard()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		rep.Kwok = append(rep.Kwok, KwokColumn{Name: name, Renew: col.renew, Result: res})
+		out := NodeColumn{Name: name, Variant: col.base, Renew: col.profile.RenewInterval, SimulatorCores: cfg.SimulatorCores, Result: res}
+		if out.ProfiledStep, out.Profiles, err = nodeProfiles(dir, res); err != nil {
+			return err
+		}
+		rep.Nodes = append(rep.Nodes, out)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // applied the way the stock binary allows, which is what the patch does:
 // 0001 turns BtreeWatchCache off for good, 0002 sets GOGC/GOMEMLIMIT from
 // the memory limit, and the no-fsync etcd for Leases/Events is wiring (no
-// binary change). 0003 (renew interval) is the kwok scenario's third column.
+// binary change). 0003 (renew interval) is the node ramp's long-interval columns.
 const (
 	Stock          = "stock"
 	K1m            = "k1m"

@@ -21,8 +21,10 @@ import (
 	"k1m.dev/k1m/pkg/bench"
 	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
-	"k1m.dev/k1m/pkg/bench/kwoknodes"
+	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/noderamp"
+	"k1m.dev/k1m/pkg/bench/nodesim"
 	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/etcd"
 )
@@ -32,21 +34,21 @@ type Profile struct {
 	Rounds         int
 	Lease          leaseflood.Config
 	Etcd           etcdflood.Config
-	KwokSteps      []int
-	KwokHold       time.Duration
+	NodeSteps      []int
+	NodeHold       time.Duration
 	WatchBenchtime string
 	WatchCount     int
 }
 
 // Profiles: quick fits make bench's ~10 minutes on 2 cores; full repeats
-// more and ramps kwok further.
+// more and ramps the nodes further.
 var Profiles = map[string]Profile{
 	"quick": {
 		Rounds:         1,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
 		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 3 * time.Second, Duration: 15 * time.Second},
-		KwokSteps:      []int{1000, 2500, 5000},
-		KwokHold:       30 * time.Second,
+		NodeSteps:      []int{2000, 5000},
+		NodeHold:       20 * time.Second,
 		WatchBenchtime: "300ms",
 		WatchCount:     1,
 	},
@@ -54,8 +56,8 @@ var Profiles = map[string]Profile{
 		Rounds:         3,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 10 * time.Second, Duration: 60 * time.Second},
 		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 5 * time.Second, Duration: 30 * time.Second},
-		KwokSteps:      []int{1000, 2500, 5000, 7500, 10000, 15000, 20000, 30000, 50000, 100000},
-		KwokHold:       60 * time.Second,
+		NodeSteps:      []int{5000, 10000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000},
+		NodeHold:       40 * time.Second,
 		WatchBenchtime: "1s",
 		WatchCount:     5,
 	},
@@ -102,13 +104,12 @@ func ParseRun(args []string) (bench.Options, error) {
 	watchers := fs.Int("watchers", -1, "watches on the Leases (profile default)")
 	duration := fs.Duration("duration", 0, "measured window of each flood (profile default)")
 	warmup := fs.Duration("warmup", -1, "warm-up before each window (profile default)")
-	kwokSteps := fs.String("kwok-steps", "", "node counts of the kwok ramp, e.g. 1000,5000,10000 (profile default)")
-	kwokHold := fs.Duration("kwok-hold", 0, "measured window at each kwok step (profile default)")
-	longRenew := fs.Duration("long-renew", 30*time.Second, "renew interval of k1m's long-lease kwok column")
+	nodeSteps := fs.String("node-steps", "", "node counts of the node ramp, e.g. 2000,5000,10000 (profile default)")
+	nodeHold := fs.Duration("node-hold", 0, "measured window at each node step, at least one renew interval (profile default)")
+	longRenew := fs.Duration("long-renew", 40*time.Second, "renew interval of the node ramp's long-lease columns")
+	simulatorCPU := fs.Float64("simulator-cpu", 0.6, "the node simulator's CPU cap, in cores (its CPU is reported apart)")
 	watchBenchtime := fs.String("watch-benchtime", "", "go test -benchtime of the watch cache benchmarks (profile default)")
 	var tools bench.Options
-	fs.StringVar(&tools.KwokBin, "kwok", "", "the kwok binary (k1m-build bench-tools builds it; make bench passes it)")
-	fs.StringVar(&tools.KwokStages, "kwok-stages", "", "kwok's node stages file (k1m-build bench-tools writes it)")
 	fs.StringVar(&tools.Benchplot, "benchplot", "", "the plotting program (k1m-build bench-tools builds hack/benchplot)")
 	var so scaleout.Options
 	fs.StringVar(&so.K1M, "k1m", "", "scaleout, deployed: the k1m binary (default OUT/bin/k1m, which make build writes)")
@@ -127,9 +128,9 @@ func ParseRun(args []string) (bench.Options, error) {
 		return bench.Options{}, fmt.Errorf("--profile %q: want quick or full", *profile)
 	}
 	o := bench.Options{BuildOut: *buildOut, Rounds: p.Rounds, Ablation: *ablation, CPUProfiles: *cpuProfiles, Lease: p.Lease, Etcd: p.Etcd,
-		Kwok:      kwoknodes.Config{Steps: p.KwokSteps, Hold: p.KwokHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Creators: 16},
+		Nodes:     nodeRamp(p, *simulatorCPU),
 		LongRenew: *longRenew, WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, Progress: os.Stdout,
-		KwokBin: tools.KwokBin, KwokStages: tools.KwokStages, Benchplot: tools.Benchplot, ScaleOut: scaleOutOptions(so, *buildOut)}
+		Benchplot: tools.Benchplot, ScaleOut: scaleOutOptions(so, *buildOut)}
 	o.Deployed = deployedOptions(dep, o.ScaleOut, *buildOut)
 	var errs []error
 	errs = append(errs, override("--rounds", &o.Rounds, *rounds), override("--leases", &o.Lease.Leases, *leases),
@@ -143,16 +144,16 @@ func ParseRun(args []string) (bench.Options, error) {
 	if *warmup >= 0 {
 		o.Lease.Warmup, o.Etcd.Warmup = *warmup, *warmup
 	}
-	if *kwokHold > 0 {
-		o.Kwok.Hold = *kwokHold
+	if *nodeHold > 0 {
+		o.Nodes.Hold = *nodeHold
 	}
 	if *watchBenchtime != "" {
 		o.WatchBenchtime = *watchBenchtime
 	}
-	if *kwokSteps != "" {
-		steps, err := parseSteps(*kwokSteps)
+	if *nodeSteps != "" {
+		steps, err := parseSteps(*nodeSteps)
 		errs = append(errs, err)
-		o.Kwok.Steps = steps
+		o.Nodes.Steps = steps
 	}
 	var err error
 	o.Scenarios, err = parseScenarios(*scenarios)
@@ -161,9 +162,12 @@ func ParseRun(args []string) (bench.Options, error) {
 		errs = append(errs, fmt.Errorf("--rounds %d: want at least 1", o.Rounds))
 	}
 	if *longRenew < time.Second || *longRenew%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 30s", *longRenew))
+		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 40s", *longRenew))
 	}
 	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o), checkScaleOut(o), checkDeployed(o))
+	if slices.Contains(o.Scenarios, "nodes") {
+		errs = append(errs, o.Nodes.Validate())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return o, err
 	}
@@ -176,22 +180,22 @@ func ParseRun(args []string) (bench.Options, error) {
 	return o, err
 }
 
-// checkTools wants every tool the chosen scenarios run, before anything
-// starts: the plotting program always, kwok and its stages for kwok.
+// checkTools wants the plotting program before anything starts.
 func checkTools(o bench.Options) error {
-	need := []struct{ flag, path string }{{"--benchplot", o.Benchplot}}
-	if slices.Contains(o.Scenarios, "kwok") {
-		need = append(need, struct{ flag, path string }{"--kwok", o.KwokBin}, struct{ flag, path string }{"--kwok-stages", o.KwokStages})
+	if o.Benchplot == "" {
+		return errors.New("--benchplot is empty: give the path k1m-build bench-tools built (make bench does)")
 	}
-	var errs []error
-	for _, n := range need {
-		if n.path == "" {
-			errs = append(errs, fmt.Errorf("%s is empty: give the path k1m-build bench-tools built (make bench does)", n.flag))
-		} else if _, err := os.Stat(n.path); err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %v (k1m-build bench-tools builds it)", n.flag, n.path, err))
-		}
+	if _, err := os.Stat(o.Benchplot); err != nil {
+		return fmt.Errorf("--benchplot %s: %v (k1m-build bench-tools builds it)", o.Benchplot, err)
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// nodeRamp is the node ramp of profile p; the renew interval and lease
+// duration are each column's.
+func nodeRamp(p Profile, simulatorCPU float64) noderamp.Config {
+	return noderamp.Config{Steps: p.NodeSteps, Hold: p.NodeHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
+		SimulatorCores: simulatorCPU, Simulator: nodesim.Defaults()}
 }
 
 // scaleOutOptions fills the paths left empty from where make build and
@@ -262,7 +266,7 @@ func parseSteps(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || (len(steps) > 0 && n <= steps[len(steps)-1]) {
-			return nil, fmt.Errorf("--kwok-steps %q: want ascending positive node counts, e.g. 1000,5000,10000", s)
+			return nil, fmt.Errorf("--node-steps %q: want ascending positive node counts, e.g. 2000,5000,10000", s)
 		}
 		steps = append(steps, n)
 	}
@@ -321,8 +325,7 @@ func runEtcd(ctx context.Context, args []string) error {
 func runNodeSimulator(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("simulate-nodes", flag.ContinueOnError)
 	kubeconfigPath := fs.String("kubeconfig", "", "the API server's kubeconfig")
-	cfg := nodesim.Config{RenewInterval: config.DefaultRenewInterval, LeaseDuration: 4 * config.DefaultRenewInterval,
-		StatusInterval: nodesim.DefaultStatusInterval, Workers: 64, Clients: 16}
+	cfg := nodesim.Defaults()
 	fs.DurationVar(&cfg.RenewInterval, "renew-interval", cfg.RenewInterval, "Lease renew interval")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", cfg.LeaseDuration, "the Leases' duration")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "node status report interval (the kubelet's nodeStatusReportFrequency)")

@@ -10,18 +10,13 @@ import (
 
 // tools are stand-ins for what k1m-build bench-tools builds.
 func tools(t *testing.T) []string {
-	dir := t.TempDir()
-	var args []string
-	for _, name := range []string{"kwok", "kwok-stages", "benchplot"} {
-		path := filepath.Join(dir, name)
-		os.WriteFile(path, nil, 0o755)
-		args = append(args, "--"+name, path)
-	}
-	return args
+	path := filepath.Join(t.TempDir(), "benchplot")
+	os.WriteFile(path, nil, 0o755)
+	return []string{"--benchplot", path}
 }
 
 func TestParseRunProfileDefaultsAndOverrides(t *testing.T) {
-	o, err := ParseRun(append(tools(t), "--profile", "full", "--duration", "7s", "--kwok-steps", "10,20", "--scenarios", "lease,kwok", "--results", "/tmp/x"))
+	o, err := ParseRun(append(tools(t), "--profile", "full", "--duration", "7s", "--node-steps", "10,20", "--scenarios", "lease,nodes", "--results", "/tmp/x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,19 +26,20 @@ func TestParseRunProfileDefaultsAndOverrides(t *testing.T) {
 	if o.Lease.Duration != 7*time.Second || o.Etcd.Duration != 7*time.Second {
 		t.Errorf("--duration not applied to both floods: %v %v", o.Lease.Duration, o.Etcd.Duration)
 	}
-	if len(o.Kwok.Steps) != 2 || o.Kwok.Steps[1] != 20 || strings.Join(o.Scenarios, ",") != "lease,kwok" || o.Results != "/tmp/x" {
-		t.Errorf("overrides not applied: %+v %v %s", o.Kwok.Steps, o.Scenarios, o.Results)
+	if len(o.Nodes.Steps) != 2 || o.Nodes.Steps[1] != 20 || strings.Join(o.Scenarios, ",") != "lease,nodes" || o.Results != "/tmp/x" {
+		t.Errorf("overrides not applied: %+v %v %s", o.Nodes.Steps, o.Scenarios, o.Results)
 	}
 }
 
 func TestParseRunRejectsBadInputNamingTheFlag(t *testing.T) {
 	cases := map[string][]string{
-		"--profile":    {"--profile", "huge"},
-		"--kwok-steps": {"--kwok-steps", "5000,1000"},
-		"--scenarios":  {"--scenarios", "lease,nodes"},
-		"--workers":    {"--leases", "10", "--workers", "20"},
-		"--long-renew": {"--long-renew", "1500ms"},
-		"--leases":     {"--leases", "-5"},
+		"--profile":       {"--profile", "huge"},
+		"--node-steps":    {"--node-steps", "5000,1000"},
+		"--scenarios":     {"--scenarios", "lease,kwok"},
+		"--simulator-cpu": {"--simulator-cpu", "0"},
+		"--workers":       {"--leases", "10", "--workers", "20"},
+		"--long-renew":    {"--long-renew", "1500ms"},
+		"--leases":        {"--leases", "-5"},
 	}
 	for flag, args := range cases {
 		_, err := ParseRun(append(tools(t), args...))
@@ -54,19 +50,14 @@ func TestParseRunRejectsBadInputNamingTheFlag(t *testing.T) {
 }
 
 func TestParseRunWantsTheBuiltTools(t *testing.T) {
-	_, err := ParseRun([]string{"--scenarios", "kwok", "--kwok", "/nonexistent/kwok"})
-	want := []string{
-		"--benchplot is empty: give the path k1m-build bench-tools built (make bench does)",
-		"--kwok /nonexistent/kwok: stat /nonexistent/kwok: no such file or directory (k1m-build bench-tools builds it)",
-		"--kwok-stages is empty: give the path k1m-build bench-tools built (make bench does)",
-	}
-	if err == nil || err.Error() != strings.Join(want, "\n") {
-		t.Errorf("got %v\nwant %s", err, strings.Join(want, "\n"))
-	}
-	// Without the kwok scenario, kwok is not needed.
-	args := tools(t)
-	if _, err := ParseRun([]string{"--scenarios", "lease", args[4], args[5]}); err != nil {
-		t.Errorf("lease only, with --benchplot: %v", err)
+	for args, want := range map[string]string{
+		"":                         "--benchplot is empty: give the path k1m-build bench-tools built (make bench does)",
+		"--benchplot=/nonexistent": "--benchplot /nonexistent: stat /nonexistent: no such file or directory (k1m-build bench-tools builds it)",
+	} {
+		_, err := ParseRun(append(strings.Fields(args), "--scenarios", "lease"))
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseRun(%q): got %v\nwant %s", args, err, want)
+		}
 	}
 }
 
@@ -75,7 +66,7 @@ func TestScaleOutOnlyWhenNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.Scenarios, ",") != "lease,etcd,kwok,watchcache" {
+	if strings.Join(o.Scenarios, ",") != "lease,etcd,nodes,watchcache" {
 		t.Errorf("default scenarios %v: make bench must not bring up the scale-out clusters", o.Scenarios)
 	}
 	if o.ScaleOut.K1M != "_output/bin/k1m" || o.ScaleOut.ImagesDir != "_output/images" || o.ScaleOut.DataRoot != "/var/lib/k1m-bench-scaleout" || o.ScaleOut.ServerMemory != "3Gi" {

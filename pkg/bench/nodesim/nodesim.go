@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/config"
 )
 
 // DefaultStatusInterval is the kubelet's nodeStatusReportFrequency: with
@@ -45,6 +46,13 @@ type Config struct {
 	StatusInterval time.Duration // node status reports
 	Workers        int           // heartbeats in flight at most
 	Clients        int           // connections the workers share
+}
+
+// Defaults are upstream's kubelet timings (10 s renewals, 40 s Leases,
+// status every 5 minutes), 64 heartbeats in flight over 16 connections.
+func Defaults() Config {
+	return Config{RenewInterval: config.DefaultRenewInterval, LeaseDuration: 4 * config.DefaultRenewInterval,
+		StatusInterval: DefaultStatusInterval, Workers: 64, Clients: 16}
 }
 
 // Validate checks c; errors name the simulate-nodes flag.

@@ -29,7 +29,7 @@ Commands:
   conformance  build e2e.test, ginkgo, the conformance image and the test images into OUT/conformance
   kind-tools build the kind CLI, k1m-docker-runc, k1m-cni, etcd and crictl into OUT/kind/bin
   kind-image build the kind base and node images and load them into Docker (cached by inputs)
-  bench-tools  build kwok (KWOK_VERSION) with its node stages and hack/benchplot into OUT/tools
+  bench-tools  build hack/benchplot into OUT/tools
   verify     check pins, patch headers, and that the series applies to pristine sources
   packages   list the Go packages the series touches (their tests run in make verify)
   test-patched  run the tests of those packages on the patched tree (OUT/go.work)

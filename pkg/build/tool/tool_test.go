@@ -59,8 +59,8 @@ func TestMakefileBenchToolPathsAreBenchTools(t *testing.T) {
 		t.Fatal("the Makefile has no BENCH_TOOLS")
 	}
 	got := strings.Fields(strings.ReplaceAll(string(m[1]), "\\\n", " "))
-	p := benchToolPaths("$(OUT)", "$(KWOK_VERSION)")
-	want := []string{"--kwok", p.Kwok, "--kwok-stages", p.KwokStages, "--benchplot", p.Benchplot}
+	p := benchToolPaths("$(OUT)")
+	want := []string{"--benchplot", p.Benchplot}
 	if !slices.Equal(got, want) {
 		t.Errorf("Makefile BENCH_TOOLS %q, want %q", got, want)
 	}
