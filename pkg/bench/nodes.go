@@ -80,7 +80,7 @@ func (c NodeColumn) categoryCost(group, category string) float64 {
 }
 
 var nodeCSVHeader = []string{"column", "variant", "renew_s", "nodes", "held", "reason", "window_s", "mutating_p99_ms",
-	"lease_writes_per_s", "status_reports_per_s", "not_ready",
+	"lease_writes_per_s", "status_reports_per_s", "node_patches_per_s", "not_ready",
 	"apiserver_cores", "etcd_cores", "controller_manager_cores", "control_plane_cores",
 	"apiserver_live_heap_mib", "etcd_live_heap_mib", "apiserver_rss_mib", "etcd_rss_mib",
 	"simulator_cores", "simulator_cap_cores", "simulator_throttled_share", "simulator_late", "simulator_max_lateness_ms", "simulator_errors"}
@@ -89,7 +89,7 @@ func nodeCSVRow(c NodeColumn, r noderamp.Reading, held, reason string) []string 
 	mib := func(b int64) string { return stats.CSVFloat(float64(b) / (1 << 20)) }
 	return []string{c.Name, c.Variant, stats.CSVFloat(c.Renew.Seconds()), strconv.Itoa(r.Nodes), held, reason,
 		stats.CSVFloat(r.Window.Seconds()), stats.CSVFloat(r.MutatingP99 * 1000),
-		stats.CSVFloat(r.LeaseWriteRate), stats.CSVFloat(r.StatusRate), strconv.Itoa(r.NotReady),
+		stats.CSVFloat(r.LeaseWriteRate), stats.CSVFloat(r.StatusRate), stats.CSVFloat(r.NodePatchRate), strconv.Itoa(r.NotReady),
 		stats.CSVFloat(r.APIServerCores), stats.CSVFloat(r.EtcdCores), stats.CSVFloat(r.ControllerCores), stats.CSVFloat(r.ControlPlaneCores()),
 		mib(r.APIServerHeap), mib(r.EtcdHeap), mib(r.APIServerRSS), mib(r.EtcdRSS),
 		stats.CSVFloat(r.Simulator.Cores), stats.CSVFloat(c.SimulatorCores), stats.CSVFloat(r.Simulator.ThrottledShare),

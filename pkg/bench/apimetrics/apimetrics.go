@@ -80,15 +80,26 @@ func (s Snapshot) MutatingLatency(resource string) []stats.Bucket {
 	return out
 }
 
-// Requests is the count of requests with verb on resource (either "" for all).
+// Requests is the count of requests with verb on resource (either "" for
+// all), any subresource.
 func (s Snapshot) Requests(verb, resource string) float64 {
+	return s.requests(verb, resource, func(string) bool { return true })
+}
+
+// RequestsTo is the count of requests with verb on resource's subresource
+// ("" for the resource itself).
+func (s Snapshot) RequestsTo(verb, resource, subresource string) float64 {
+	return s.requests(verb, resource, func(sub string) bool { return sub == subresource })
+}
+
+func (s Snapshot) requests(verb, resource string, subresource func(string) bool) float64 {
 	f := s["apiserver_request_total"]
 	if f == nil {
 		return 0
 	}
 	var n float64
 	for _, m := range f.GetMetric() {
-		if (verb == "" || label(m, "verb") == verb) && (resource == "" || label(m, "resource") == resource) {
+		if (verb == "" || label(m, "verb") == verb) && (resource == "" || label(m, "resource") == resource) && subresource(label(m, "subresource")) {
 			n += m.GetCounter().GetValue()
 		}
 	}

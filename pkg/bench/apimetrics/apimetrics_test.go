@@ -27,6 +27,7 @@ apiserver_request_duration_seconds_count{verb="GET",resource="nodes"} 100
 # TYPE apiserver_request_total counter
 apiserver_request_total{verb="PUT",resource="leases",code="200"} 10
 apiserver_request_total{verb="PATCH",resource="nodes",code="200"} 2
+apiserver_request_total{verb="PATCH",resource="nodes",subresource="status",code="200"} 3
 apiserver_request_total{verb="GET",resource="nodes",code="200"} 100
 `
 
@@ -50,7 +51,10 @@ func TestMutatingLatencySumsMutatingVerbsOnly(t *testing.T) {
 	if got := s.Requests("PUT", "leases"); got != 10 {
 		t.Errorf("Requests(PUT, leases) = %v, want 10", got)
 	}
-	if got := s.Requests("", "nodes"); got != 102 {
-		t.Errorf("Requests(all, nodes) = %v, want 102", got)
+	if got := s.Requests("", "nodes"); got != 105 {
+		t.Errorf("Requests(all, nodes) = %v, want 105", got)
+	}
+	if got := [2]float64{s.RequestsTo("PATCH", "nodes", ""), s.RequestsTo("PATCH", "nodes", "status")}; got != [2]float64{2, 3} {
+		t.Errorf("RequestsTo(PATCH, nodes, \"\" and status) = %v, want [2 3]", got)
 	}
 }

@@ -78,6 +78,7 @@ type Reading struct {
 	MutatingP99     float64 // seconds
 	LeaseWriteRate  float64 // Lease PUTs and POSTs per second
 	StatusRate      float64 // nodes/status PATCHes per second
+	NodePatchRate   float64 // PATCHes of Nodes themselves (the controller-manager's) per second
 	NotReady        int
 	APIServerCores  float64 // CPU over the window / wall time
 	EtcdCores       float64 // every member
@@ -188,24 +189,32 @@ type ramp struct {
 	dir    string
 }
 
-// settle waits until every node is Ready and then one renew interval, so
-// that the new nodes' renewals are spread over the interval before the
-// window opens.
+// settle waits until every node is Ready and the controller-manager has
+// done with the new nodes (its node lifecycle controller PATCHes each new
+// Node once, a GET and a PATCH at its client's rate), then a renew
+// interval (10 s at most), so that the window sees heartbeats only.
 func (r ramp) settle(ctx context.Context, want int) error {
 	deadline := time.Now().Add(r.cfg.ReadyTimeout)
+	last := -1.0
 	for {
 		ready, _, err := countReady(ctx, r.client)
-		if err == nil && ready >= want {
+		var m apimetrics.Snapshot
+		if err == nil {
+			m, err = apimetrics.Scrape(ctx, r.client)
+		}
+		patches := m.RequestsTo("PATCH", "nodes", "")
+		if err == nil && ready >= want && patches == last {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d nodes Ready after %v", ready, want, r.cfg.ReadyTimeout)
+			return fmt.Errorf("after %v: %d of %d nodes Ready, Node PATCHes still coming (%.0f so far)", r.cfg.ReadyTimeout, ready, want, patches)
 		}
+		last = patches
 		if err := sleep(ctx, 3*time.Second); err != nil {
 			return err
 		}
 	}
-	return sleep(ctx, r.cfg.Simulator.RenewInterval)
+	return sleep(ctx, min(r.cfg.Simulator.RenewInterval, 10*time.Second))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -308,7 +317,8 @@ func windowReading(before, after counters, nodes int, renew time.Duration) Readi
 	r := Reading{Nodes: nodes, Window: elapsed,
 		MutatingP99:    stats.HistogramQuantile(0.99, stats.SubBuckets(after.metrics.MutatingLatency(""), before.metrics.MutatingLatency(""))),
 		LeaseWriteRate: (after.metrics.Requests("PUT", "leases") + after.metrics.Requests("POST", "leases") - before.metrics.Requests("PUT", "leases") - before.metrics.Requests("POST", "leases")) / elapsed.Seconds(),
-		StatusRate:     (after.metrics.Requests("PATCH", "nodes") - before.metrics.Requests("PATCH", "nodes")) / elapsed.Seconds(),
+		StatusRate:     (after.metrics.RequestsTo("PATCH", "nodes", "status") - before.metrics.RequestsTo("PATCH", "nodes", "status")) / elapsed.Seconds(),
+		NodePatchRate:  (after.metrics.RequestsTo("PATCH", "nodes", "") - before.metrics.RequestsTo("PATCH", "nodes", "")) / elapsed.Seconds(),
 		APIServerCores: cores(after.api, before.api), ControllerCores: cores(after.ctl, before.ctl),
 	}
 	var etcd proc.Usage // every member's CPU, summed before dividing

@@ -105,10 +105,11 @@ func TestWindowReading(t *testing.T) {
 	}
 }
 
-func metricsText(puts, posts, patches float64) string {
-	line := func(verb, resource string, v float64) string {
-		return `apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="` + resource + `",scope="resource",subresource="",verb="` + verb + `",version="v1"} ` +
-			strconv.FormatFloat(v, 'f', -1, 64) + "\n"
+func metricsText(puts, posts, statusPatches float64) string {
+	line := func(verb, resource, subresource string, v float64) string {
+		return `apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="` + resource + `",scope="resource",subresource="` +
+			subresource + `",verb="` + verb + `",version="v1"} ` + strconv.FormatFloat(v, 'f', -1, 64) + "\n"
 	}
-	return "# TYPE apiserver_request_total counter\n" + line("PUT", "leases", puts) + line("POST", "leases", posts) + line("PATCH", "nodes", patches)
+	return "# TYPE apiserver_request_total counter\n" + line("PUT", "leases", "", puts) + line("POST", "leases", "", posts) +
+		line("PATCH", "nodes", "status", statusPatches) + line("PATCH", "nodes", "", 7)
 }
