@@ -12,7 +12,7 @@ import (
 	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
-		"k1m.dev/k1m/pkg/bench/leaseflood"
+	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/noderamp"
 	"k1m.dev/k1m/pkg/bench/scaleout"
 	"k1m.dev/k1m/pkg/bench/watchcache"
@@ -240,6 +240,10 @@ func runNodes(ctx context.Context, o Options, variants map[string]controlplane.V
 			return err
 		}
 		rep.Nodes = append(rep.Nodes, out)
+		// A long ramp's finished columns are kept if a later one fails.
+		if err := rep.writeData(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -19,9 +19,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/bench"
+	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/deployed"
 	"k1m.dev/k1m/pkg/bench/etcdflood"
-	"k1m.dev/k1m/pkg/bench/controlplane"
 	"k1m.dev/k1m/pkg/bench/leaseflood"
 	"k1m.dev/k1m/pkg/bench/noderamp"
 	"k1m.dev/k1m/pkg/bench/nodesim"
@@ -47,7 +47,7 @@ var Profiles = map[string]Profile{
 		Rounds:         1,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
 		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 3 * time.Second, Duration: 15 * time.Second},
-		NodeSteps:      []int{2000, 5000},
+		NodeSteps:      []int{4000},
 		NodeHold:       20 * time.Second,
 		WatchBenchtime: "300ms",
 		WatchCount:     1,
@@ -56,8 +56,8 @@ var Profiles = map[string]Profile{
 		Rounds:         3,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 10 * time.Second, Duration: 60 * time.Second},
 		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 5 * time.Second, Duration: 30 * time.Second},
-		NodeSteps:      []int{5000, 10000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000},
-		NodeHold:       40 * time.Second,
+		NodeSteps:      []int{4000, 8000, 12000, 16000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000},
+		NodeHold:       30 * time.Second,
 		WatchBenchtime: "1s",
 		WatchCount:     5,
 	},

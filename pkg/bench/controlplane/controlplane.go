@@ -136,9 +136,10 @@ func Start(ctx context.Context, v Variant, o Options) (cp *ControlPlane, err err
 		return nil, err
 	}
 	cp = &ControlPlane{Variant: v, dir: o.Dir, Kubeconfig: f.kubeconfig, EtcdTLS: EtcdTLS{CA: f.ca, Cert: f.etcdClient.cert, Key: f.etcdClient.key}}
+	started := cp // the returns below set cp to nil
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 		}
 	}()
 	if cp.Etcd, err = startEtcd(ctx, o, v, f, "etcd", DurableEtcdPort, false); err != nil {

@@ -189,12 +189,13 @@ type ramp struct {
 	dir    string
 }
 
-// settle waits until every node is Ready and the controller-manager has
-// done with the new nodes (its node lifecycle controller PATCHes each new
-// Node once, a GET and a PATCH at its client's rate), then a renew
-// interval (10 s at most), so that the window sees heartbeats only.
+// settle waits until every node is Ready, has its Lease (the first
+// renewals, spread over one renew interval, are Creates) and the
+// controller-manager has done with the new nodes (its node lifecycle
+// controller PATCHes each new Node once, a GET and a PATCH at its
+// client's rate), so that the window sees heartbeats only.
 func (r ramp) settle(ctx context.Context, want int) error {
-	deadline := time.Now().Add(r.cfg.ReadyTimeout)
+	deadline := time.Now().Add(r.cfg.ReadyTimeout + r.cfg.Simulator.RenewInterval)
 	last := -1.0
 	for {
 		ready, _, err := countReady(ctx, r.client)
@@ -202,19 +203,23 @@ func (r ramp) settle(ctx context.Context, want int) error {
 		if err == nil {
 			m, err = apimetrics.Scrape(ctx, r.client)
 		}
+		var sim nodesim.Stats
+		if err == nil {
+			sim, err = r.sim.Stats()
+		}
 		patches := m.RequestsTo("PATCH", "nodes", "")
-		if err == nil && ready >= want && patches == last {
-			break
+		if err == nil && ready >= want && sim.WithoutLease == 0 && patches == last {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %d of %d nodes Ready, Node PATCHes still coming (%.0f so far)", r.cfg.ReadyTimeout, ready, want, patches)
+			return fmt.Errorf("after %v: %d of %d nodes Ready, %d without a Lease, Node PATCHes still coming (%.0f so far; %v)",
+				r.cfg.ReadyTimeout+r.cfg.Simulator.RenewInterval, ready, want, sim.WithoutLease, patches, err)
 		}
 		last = patches
 		if err := sleep(ctx, 3*time.Second); err != nil {
 			return err
 		}
 	}
-	return sleep(ctx, min(r.cfg.Simulator.RenewInterval, 10*time.Second))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

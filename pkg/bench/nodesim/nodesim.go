@@ -77,6 +77,7 @@ func (c Config) Validate() error {
 // which is since the previous Stats call.
 type Stats struct {
 	Nodes         int
+	WithoutLease  int   // nodes whose first renewal has not succeeded yet
 	Renewals      int64 // Lease renewals done (creates included)
 	StatusUpdates int64
 	Errors        int64
@@ -185,6 +186,7 @@ func (s *Simulator) Add(nodes int) {
 		}
 		s.leases = append(s.leases, make([]*coordinationv1.Lease, nodes-from)...)
 		s.stats.Nodes = nodes
+		s.stats.WithoutLease += nodes - from
 	}
 	s.mu.Unlock()
 	select {
@@ -321,6 +323,9 @@ func (s *Simulator) renew(ctx context.Context, client kubernetes.Interface, node
 		got = nil // the next renewal starts again from a Get
 	}
 	s.mu.Lock()
+	if last == nil && got != nil {
+		s.stats.WithoutLease--
+	}
 	s.leases[node] = got
 	s.mu.Unlock()
 	return err

@@ -115,8 +115,8 @@ func TestSimulatorRenewsAndReports(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
-	if s := sim.Stats(); s.Errors != 0 || s.Nodes != 3 {
-		t.Errorf("stats %+v, want 3 nodes and no errors", s)
+	if s := sim.Stats(); s.Errors != 0 || s.Nodes != 3 || s.WithoutLease != 0 {
+		t.Errorf("stats %+v, want 3 nodes, each with its Lease, and no errors", s)
 	}
 	var updates, creates int
 	for _, a := range client.Actions() {
@@ -151,10 +151,10 @@ func TestServeAnswersEachCommand(t *testing.T) {
 	if err := Serve(in, &out, f); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"stats":{"Nodes":500,"Renewals":9,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""}}
-{"stats":{"Nodes":500,"Renewals":9,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""}}
-{"stats":{"Nodes":0,"Renewals":0,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""},"error":"\"add x\": want add N, N a node count"}
-{"stats":{"Nodes":0,"Renewals":0,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""},"error":"\"renew\": want \"add N\" or \"stats\""}
+	want := `{"stats":{"Nodes":500,"WithoutLease":0,"Renewals":9,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""}}
+{"stats":{"Nodes":500,"WithoutLease":0,"Renewals":9,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""}}
+{"stats":{"Nodes":0,"WithoutLease":0,"Renewals":0,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""},"error":"\"add x\": want add N, N a node count"}
+{"stats":{"Nodes":0,"WithoutLease":0,"Renewals":0,"StatusUpdates":0,"Errors":0,"Late":0,"MaxLateness":0,"LastError":""},"error":"\"renew\": want \"add N\" or \"stats\""}
 `
 	if out.String() != want || !reflect.DeepEqual(f.added, []int{500}) {
 		t.Errorf("Serve wrote\n%s\nadded %v; want\n%s\nadded [500]", out.String(), f.added, want)
