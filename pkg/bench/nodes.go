@@ -65,18 +65,7 @@ func (c NodeColumn) categoryCost(group, category string) float64 {
 	if !ok {
 		return math.NaN()
 	}
-	var cpu time.Duration
-	for _, p := range c.Profiles {
-		if profileGroup(p.Process) != group {
-			continue
-		}
-		for _, s := range p.Shares {
-			if s.Category == category {
-				cpu += s.CPU
-			}
-		}
-	}
-	return perThousandNodesMinute(cpu, step.Window, step.Nodes)
+	return perThousandNodesMinute(categoryCPU(c.Profiles, group, category), step.Window, step.Nodes)
 }
 
 var nodeCSVHeader = []string{"column", "variant", "renew_s", "nodes", "held", "reason", "window_s", "mutating_p99_ms",
@@ -133,7 +122,7 @@ func (rep *Report) nodeMarkdown(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n## Node heartbeats (simulated kubelets in a cgroup capped at %.2f cores, accounted apart): largest node count held (mutating p99 <= 1 s, no NotReady, renewals delivered)\n\n",
 		rep.Nodes[0].SimulatorCores)
-	b.WriteString("| column | largest held | stopped at | control-plane CPU-s per 1,000 nodes per minute | nodes per control-plane core | live heap per node, kube-apiserver / etcd (bytes) | simulator cores at the largest held |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| column | largest held | stopped at | control-plane CPU-s per 1,000 nodes per minute (from idle / between steps) | nodes per control-plane core (from idle / between steps) | live heap per node, kube-apiserver / etcd (bytes) | simulator cores at the largest held |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range rep.Nodes {
 		res := c.Result
 		stop := "(every step held)"
@@ -145,8 +134,9 @@ func (rep *Report) nodeMarkdown(b *strings.Builder) {
 				simCores = s.Simulator.Cores
 			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %.2f | %.0f | %.0f / %.0f | %.2f |\n", c.Name, res.MaxHeld, stop,
-			res.CPUSecondsPer1000NodesMinute, res.NodesPerCore, res.APIServerHeapPerNode, res.EtcdHeapPerNode, simCores)
+		fmt.Fprintf(b, "| %s | %d | %s | %.2f / %.2f | %.0f / %.0f | %.0f / %.0f | %.2f |\n", c.Name, res.MaxHeld, stop,
+			res.CPUSecondsPer1000NodesMinute, res.MarginalCPUSecondsPer1000NodesMinute, res.NodesPerCore, res.MarginalNodesPerCore,
+			res.APIServerHeapPerNode, res.EtcdHeapPerNode, simCores)
 	}
 	rep.nodeProfileMarkdown(b)
 }

@@ -49,8 +49,13 @@ func (r LeaseRow) perUpdate(group, category string) float64 {
 	if r.Result.Updates == 0 {
 		return math.NaN()
 	}
+	return float64(categoryCPU(r.Profiles, group, category).Microseconds()) / float64(r.Result.Updates)
+}
+
+// categoryCPU is the CPU of category in the profiles of group's processes.
+func categoryCPU(profiles []ProcessProfile, group, category string) time.Duration {
 	var cpu time.Duration
-	for _, p := range r.Profiles {
+	for _, p := range profiles {
 		if profileGroup(p.Process) != group {
 			continue
 		}
@@ -60,7 +65,7 @@ func (r LeaseRow) perUpdate(group, category string) float64 {
 			}
 		}
 	}
-	return float64(cpu.Microseconds()) / float64(r.Result.Updates)
+	return cpu
 }
 
 func (rep *Report) profileCSV() [][]string {

@@ -125,6 +125,11 @@ type Result struct {
 	// every step held (control-plane cores against nodes).
 	CPUSecondsPer1000NodesMinute float64
 	NodesPerCore                 float64
+	// Marginal: the same line through the steps held only (at least
+	// two), leaving out what the first nodes cost beyond their
+	// heartbeats (caches filling, the controller-manager's loops).
+	MarginalCPUSecondsPer1000NodesMinute float64
+	MarginalNodesPerCore                 float64
 	APIServerHeapPerNode         float64 // bytes, idle to the largest step held
 	EtcdHeapPerNode              float64
 }
@@ -390,6 +395,7 @@ func (res *Result) fit() {
 		}
 	}
 	res.CPUSecondsPer1000NodesMinute, res.NodesPerCore = math.NaN(), math.NaN()
+	res.MarginalCPUSecondsPer1000NodesMinute, res.MarginalNodesPerCore = math.NaN(), math.NaN()
 	res.APIServerHeapPerNode, res.EtcdHeapPerNode = math.NaN(), math.NaN()
 	if largest == nil {
 		return
@@ -397,6 +403,10 @@ func (res *Result) fit() {
 	slope := Slope(xs, ys) // cores per node
 	res.CPUSecondsPer1000NodesMinute = slope * 1000 * 60
 	res.NodesPerCore = 1 / slope
+	if marginal := Slope(xs[1:], ys[1:]); !math.IsNaN(marginal) {
+		res.MarginalCPUSecondsPer1000NodesMinute = marginal * 1000 * 60
+		res.MarginalNodesPerCore = 1 / marginal
+	}
 	n := float64(largest.Nodes)
 	res.APIServerHeapPerNode = float64(largest.APIServerHeap-res.Idle.APIServerHeap) / n
 	res.EtcdHeapPerNode = float64(largest.EtcdHeap-res.Idle.EtcdHeap) / n

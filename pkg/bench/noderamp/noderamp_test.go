@@ -59,11 +59,18 @@ func TestFitUsesTheIdleReadingAndTheStepsHeld(t *testing.T) {
 	res.fit()
 	// cores 0.1, 0.3, 0.5 at 0, 1000, 2000 nodes: 0.0002 cores per node.
 	want := Result{Idle: res.Idle, Steps: res.Steps, CPUSecondsPer1000NodesMinute: 12, NodesPerCore: 5000,
+		MarginalCPUSecondsPer1000NodesMinute: 12, MarginalNodesPerCore: 5000,
 		APIServerHeapPerNode: float64(20<<20) / 2000, EtcdHeapPerNode: float64(2<<20) / 2000}
-	if math.Abs(res.CPUSecondsPer1000NodesMinute-12) > 1e-9 || math.Abs(res.NodesPerCore-5000) > 1e-6 {
-		t.Fatalf("fit: %g CPU-s per 1000 nodes per minute, %g nodes per core; want 12 and 5000", res.CPUSecondsPer1000NodesMinute, res.NodesPerCore)
+	for name, got := range map[string][2]float64{
+		"through idle": {res.CPUSecondsPer1000NodesMinute, res.NodesPerCore},
+		"marginal":     {res.MarginalCPUSecondsPer1000NodesMinute, res.MarginalNodesPerCore},
+	} {
+		if math.Abs(got[0]-12) > 1e-9 || math.Abs(got[1]-5000) > 1e-6 {
+			t.Fatalf("fit %s: %g CPU-s per 1000 nodes per minute, %g nodes per core; want 12 and 5000", name, got[0], got[1])
+		}
 	}
 	res.CPUSecondsPer1000NodesMinute, res.NodesPerCore = want.CPUSecondsPer1000NodesMinute, want.NodesPerCore
+	res.MarginalCPUSecondsPer1000NodesMinute, res.MarginalNodesPerCore = want.MarginalCPUSecondsPer1000NodesMinute, want.MarginalNodesPerCore
 	if !reflect.DeepEqual(res, want) {
 		t.Errorf("fit = %+v\nwant %+v", res, want)
 	}
@@ -72,7 +79,7 @@ func TestFitUsesTheIdleReadingAndTheStepsHeld(t *testing.T) {
 func TestFitWithNothingHeld(t *testing.T) {
 	res := Result{Steps: []Step{{Reading: Reading{Nodes: 1000}}}}
 	res.fit()
-	if !math.IsNaN(res.CPUSecondsPer1000NodesMinute) || !math.IsNaN(res.NodesPerCore) || !math.IsNaN(res.APIServerHeapPerNode) {
+	if !math.IsNaN(res.CPUSecondsPer1000NodesMinute) || !math.IsNaN(res.NodesPerCore) || !math.IsNaN(res.MarginalNodesPerCore) || !math.IsNaN(res.APIServerHeapPerNode) {
 		t.Errorf("fit with no step held = %+v, want NaN figures", res)
 	}
 }
