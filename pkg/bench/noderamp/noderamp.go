@@ -130,8 +130,8 @@ type Result struct {
 	// heartbeats (caches filling, the controller-manager's loops).
 	MarginalCPUSecondsPer1000NodesMinute float64
 	MarginalNodesPerCore                 float64
-	APIServerHeapPerNode         float64 // bytes, idle to the largest step held
-	EtcdHeapPerNode              float64
+	APIServerHeapPerNode                 float64 // bytes, idle to the largest step held
+	EtcdHeapPerNode                      float64
 }
 
 // Run ramps cp through cfg.Steps, writing the simulator's log and the
