@@ -8,6 +8,7 @@ package noderamp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -455,4 +456,54 @@ func IsReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// finite is v, or nil (JSON null) when v is NaN or infinite, which JSON
+// cannot hold: a figure a ramp could not compute (one step held: no
+// line between steps).
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// MarshalJSON writes the figures a ramp could not compute as null.
+func (res Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		plain
+		CPUSecondsPer1000NodesMinute, NodesPerCore, MarginalCPUSecondsPer1000NodesMinute, MarginalNodesPerCore *float64
+		APIServerHeapPerNode, EtcdHeapPerNode                                                                  *float64
+	}{plain(res), finite(res.CPUSecondsPer1000NodesMinute), finite(res.NodesPerCore),
+		finite(res.MarginalCPUSecondsPer1000NodesMinute), finite(res.MarginalNodesPerCore),
+		finite(res.APIServerHeapPerNode), finite(res.EtcdHeapPerNode)})
+}
+
+// MarshalJSON writes a p99 of no calls as null.
+func (r Reading) MarshalJSON() ([]byte, error) {
+	type plain Reading
+	return json.Marshal(struct {
+		plain
+		MutatingP99 *float64
+	}{plain(r), finite(r.MutatingP99)})
+}
+
+// MarshalJSON writes the step's reading and its verdict as one object
+// (the embedded Reading's MarshalJSON would otherwise stand for the whole
+// step).
+func (s Step) MarshalJSON() ([]byte, error) {
+	reading, err := json.Marshal(s.Reading)
+	if err != nil {
+		return nil, err
+	}
+	verdict, err := json.Marshal(struct {
+		Held   bool
+		Reason string
+	}{s.Held, s.Reason})
+	if err != nil {
+		return nil, err
+	}
+	// Both are JSON objects: join their members.
+	return append(append(reading[:len(reading)-1], ','), verdict[1:]...), nil
 }

@@ -1,6 +1,7 @@
 package noderamp
 
 import (
+	"encoding/json"
 	"math"
 	"reflect"
 	"strconv"
@@ -119,4 +120,27 @@ func metricsText(puts, posts, statusPatches float64) string {
 	}
 	return "# TYPE apiserver_request_total counter\n" + line("PUT", "leases", "", puts) + line("POST", "leases", "", posts) +
 		line("PATCH", "nodes", "status", statusPatches) + line("PATCH", "nodes", "", 7)
+}
+
+// TestResultJSONHoldsWhatCouldNotBeComputed: one step held has no line
+// between steps (NaN), and report.json must still be written.
+func TestResultJSONHoldsWhatCouldNotBeComputed(t *testing.T) {
+	res := Result{Idle: Reading{MutatingP99: math.NaN()}, Steps: []Step{{Held: true, Reading: Reading{Nodes: 4000, MutatingP99: 0.024, APIServerCores: 0.5}}}}
+	res.fit()
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back["MarginalNodesPerCore"] != nil || back["NodesPerCore"] != 8000.0 {
+		t.Errorf("MarginalNodesPerCore %v (want null), NodesPerCore %v (want 8000)", back["MarginalNodesPerCore"], back["NodesPerCore"])
+	}
+	idle := back["Idle"].(map[string]any)
+	step := back["Steps"].([]any)[0].(map[string]any)
+	if idle["MutatingP99"] != nil || step["MutatingP99"] != 0.024 || step["Held"] != true || step["Nodes"] != 4000.0 {
+		t.Errorf("idle %v, step %v", idle["MutatingP99"], step)
+	}
 }
