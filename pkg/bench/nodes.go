@@ -134,9 +134,10 @@ func (rep *Report) nodeMarkdown(b *strings.Builder) {
 				simCores = s.Simulator.Cores
 			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %.2f / %.2f | %.0f / %.0f | %.0f / %.0f | %.2f |\n", c.Name, res.MaxHeld, stop,
-			res.CPUSecondsPer1000NodesMinute, res.MarginalCPUSecondsPer1000NodesMinute, res.NodesPerCore, res.MarginalNodesPerCore,
-			res.APIServerHeapPerNode, res.EtcdHeapPerNode, simCores)
+		fmt.Fprintf(b, "| %s | %d | %s | %s / %s | %s / %s | %s / %s | %s |\n", c.Name, res.MaxHeld, stop,
+			figure(res.CPUSecondsPer1000NodesMinute, 2), figure(res.MarginalCPUSecondsPer1000NodesMinute, 2),
+			figure(res.NodesPerCore, 0), figure(res.MarginalNodesPerCore, 0),
+			figure(res.APIServerHeapPerNode, 0), figure(res.EtcdHeapPerNode, 0), figure(simCores, 2))
 	}
 	rep.nodeProfileMarkdown(b)
 }
@@ -174,4 +175,13 @@ func (rep *Report) nodeProfileMarkdown(b *strings.Builder) {
 			b.WriteString("\n")
 		}
 	}
+}
+
+// figure prints v with digits decimals, or "-" when it could not be
+// computed (NaN: e.g. no line between steps when one step held).
+func figure(v float64, digits int) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', digits, 64)
 }

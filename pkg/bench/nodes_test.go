@@ -44,3 +44,16 @@ func TestNodeMarkdownRow(t *testing.T) {
 		t.Errorf("perThousandNodesMinute(1 min CPU, 1 min, 1000 nodes) = %g, want 60", perThousandNodesMinute(time.Minute, time.Minute, 1000))
 	}
 }
+
+func TestNodeMarkdownShowsWhatCouldNotBeComputed(t *testing.T) {
+	res := noderamp.Result{MaxHeld: 4000, CPUSecondsPer1000NodesMinute: 9.55, MarginalCPUSecondsPer1000NodesMinute: math.NaN(),
+		NodesPerCore: 6283, MarginalNodesPerCore: math.NaN(), APIServerHeapPerNode: 27598, EtcdHeapPerNode: 8153,
+		Steps: []noderamp.Step{{Held: true, Reading: noderamp.Reading{Nodes: 4000, Simulator: noderamp.SimulatorReading{Cores: 0.17}}}}}
+	rep := &Report{Nodes: []NodeColumn{{Name: "k1m-10s", SimulatorCores: 0.6, Result: res}}}
+	var b strings.Builder
+	rep.nodeMarkdown(&b)
+	want := "| k1m-10s | 4000 | (every step held) | 9.55 / - | 6283 / - | 27598 / 8153 | 0.17 |\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("summary\n%s\nhas no row\n%s", b.String(), want)
+	}
+}
