@@ -148,6 +148,7 @@ type Simulator struct {
 	mu     sync.Mutex
 	queue  schedule
 	leases []*coordinationv1.Lease // the last each node's renewal returned
+	leased []bool                  // whether a node's Lease was ever created or found
 	stats  Stats
 	rnd    *rand.Rand
 }
@@ -185,6 +186,7 @@ func (s *Simulator) Add(nodes int) {
 			heap.Push(&s.queue, b)
 		}
 		s.leases = append(s.leases, make([]*coordinationv1.Lease, nodes-from)...)
+		s.leased = append(s.leased, make([]bool, nodes-from)...)
 		s.stats.Nodes = nodes
 		s.stats.WithoutLease += nodes - from
 	}
@@ -323,7 +325,8 @@ func (s *Simulator) renew(ctx context.Context, client kubernetes.Interface, node
 		got = nil // the next renewal starts again from a Get
 	}
 	s.mu.Lock()
-	if last == nil && got != nil {
+	if got != nil && !s.leased[node] {
+		s.leased[node] = true
 		s.stats.WithoutLease--
 	}
 	s.leases[node] = got

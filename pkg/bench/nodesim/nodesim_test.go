@@ -177,3 +177,29 @@ func TestStatsSub(t *testing.T) {
 		t.Errorf("Sub = %+v, want %+v", got, want)
 	}
 }
+
+// TestWithoutLeaseCountsEachNodeOnce: a renewal that fails after the
+// node had its Lease starts again from a Get, which must not count the
+// node as newly leased a second time.
+func TestWithoutLeaseCountsEachNodeOnce(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	sim := withClients([]kubernetes.Interface{client}, valid)
+	sim.Add(1)
+	if err := sim.renew(ctx, client, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The Lease goes away behind the simulator's back: the Update fails.
+	if err := client.CoordinationV1().Leases(leaseflood.Namespace).Delete(ctx, leaseflood.ObjectName(0), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.renew(ctx, client, 0); err == nil {
+		t.Fatal("the Update of a deleted Lease succeeded")
+	}
+	if err := sim.renew(ctx, client, 0); err != nil { // Get: not found, Create
+		t.Fatal(err)
+	}
+	if s := sim.Stats(); s.WithoutLease != 0 {
+		t.Errorf("WithoutLease = %d after the node's Lease came back, want 0", s.WithoutLease)
+	}
+}
