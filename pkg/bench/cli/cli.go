@@ -26,6 +26,7 @@ import (
 	"k1m.dev/k1m/pkg/bench/noderamp"
 	"k1m.dev/k1m/pkg/bench/nodesim"
 	"k1m.dev/k1m/pkg/bench/scaleout"
+	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
 )
 
@@ -161,8 +162,11 @@ func ParseRun(args []string) (bench.Options, error) {
 	if o.Rounds < 1 {
 		errs = append(errs, fmt.Errorf("--rounds %d: want at least 1", o.Rounds))
 	}
-	if *longRenew < time.Second || *longRenew%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds, at least 1s, e.g. 40s", *longRenew))
+	if _, err := config.LeaseProfileFor(*longRenew); err != nil {
+		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds from 1s to %v, e.g. 40s", *longRenew, config.MaxRenewInterval))
+	}
+	if *nodeHold < 0 {
+		errs = append(errs, fmt.Errorf("--node-hold %v: want a window of at least one renew interval, e.g. 20s (0: the profile's)", *nodeHold))
 	}
 	errs = append(errs, o.Lease.Validate(), o.Etcd.Validate(), checkTools(o), checkScaleOut(o), checkDeployed(o))
 	if slices.Contains(o.Scenarios, "nodes") {

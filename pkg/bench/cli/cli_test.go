@@ -37,6 +37,8 @@ func TestParseRunRejectsBadInputNamingTheFlag(t *testing.T) {
 		"--node-steps":    {"--node-steps", "5000,1000"},
 		"--scenarios":     {"--scenarios", "lease,kwok"},
 		"--simulator-cpu": {"--simulator-cpu", "0"},
+		"--node-hold":     {"--node-hold", "-5s"},
+		"--long-renew ":   {"--long-renew", "10m"},
 		"--workers":       {"--leases", "10", "--workers", "20"},
 		"--long-renew":    {"--long-renew", "1500ms"},
 		"--leases":        {"--leases", "-5"},

@@ -15,7 +15,8 @@ import (
 )
 
 func TestJudge(t *testing.T) {
-	held := Step{Reading: Reading{Nodes: 10000, MutatingP99: 0.2, LeaseWriteRate: 995}}
+	held := Step{Reading: Reading{Nodes: 10000, MutatingP99: 0.2, LeaseWriteRate: 995, Window: 10 * time.Second,
+		Simulator: SimulatorReading{Renewals: 9950}}}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*Step)
@@ -25,10 +26,14 @@ func TestJudge(t *testing.T) {
 		{"slow", func(s *Step) { s.MutatingP99 = 1.5 }, "mutating p99 1500.0ms > 1s"},
 		{"no calls", func(s *Step) { s.MutatingP99 = math.NaN() }, "no mutating calls measured"},
 		{"not ready", func(s *Step) { s.NotReady = 3 }, "3 nodes NotReady"},
-		{"simulator capped", func(s *Step) { s.LeaseWriteRate, s.Simulator.ThrottledShare = 700, 0.8 },
-			"renewals not delivered: 700 of 1000 Lease writes/s, the simulator throttled in 80% of periods (raise --simulator-cpu)"},
-		{"server the limit", func(s *Step) { s.LeaseWriteRate, s.Simulator.ThrottledShare = 700, 0.1 },
-			"renewals not delivered: 700 of 1000 Lease writes/s, the simulator not at its cap (the server is the limit)"},
+		{"simulator capped", func(s *Step) { s.Simulator.Renewals, s.Simulator.ThrottledShare = 7000, 0.8 },
+			"renewals not delivered: 700 of 1000 renewals/s, the simulator throttled in 80% of periods (raise --simulator-cpu)"},
+		{"server the limit", func(s *Step) { s.Simulator.Renewals, s.Simulator.ThrottledShare = 7000, 0.1 },
+			"renewals not delivered: 700 of 1000 renewals/s, the simulator not at its cap (the server is the limit)"},
+		// The server's count includes failures and retries: only the
+		// simulator's successes count as delivered.
+		{"failed writes counted by the server", func(s *Step) { s.LeaseWriteRate, s.Simulator.Renewals = 1200, 7000 },
+			"renewals not delivered: 700 of 1000 renewals/s, the simulator not at its cap (the server is the limit)"},
 	} {
 		s := held
 		tc.mutate(&s)
@@ -105,7 +110,7 @@ func TestWindowReading(t *testing.T) {
 	got := windowReading(before, after, 1000, 10*time.Second)
 	want := Reading{Nodes: 1000, Window: 20 * time.Second, LeaseWriteRate: 100.5, StatusRate: 2,
 		APIServerCores: 0.5, EtcdCores: 0.3, ControllerCores: 0.05,
-		Simulator: SimulatorReading{Cores: 0.1, ThrottledShare: 0.25, Late: 3, MaxLateness: 2 * time.Second, LastError: "x",
+		Simulator: SimulatorReading{Cores: 0.1, ThrottledShare: 0.25, Late: 3, MaxLateness: 2 * time.Second, // no error in the window: no LastError
 			Renewals: 2000, StatusReports: 40, ExpectedRenewal: 100}}
 	got.MutatingP99 = 0 // the histogram's own tests are apimetrics' and stats'
 	if !reflect.DeepEqual(got, want) {

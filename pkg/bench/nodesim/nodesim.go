@@ -300,6 +300,11 @@ func (s *Simulator) done(b beat, start time.Time, err error, interval time.Durat
 		s.stats.StatusUpdates++
 	}
 	heap.Push(&s.queue, beat{due: time.Now().Add(interval), node: b.node, kind: b.kind})
+	// The dispatcher may be sleeping until a later beat than this one.
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // renew is one sync of the kubelet's lease controller: Update from the

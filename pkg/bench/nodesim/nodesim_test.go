@@ -203,3 +203,26 @@ func TestWithoutLeaseCountsEachNodeOnce(t *testing.T) {
 		t.Errorf("WithoutLease = %d after the node's Lease came back, want 0", s.WithoutLease)
 	}
 }
+
+// TestFinishedBeatWakesTheDispatcher: with every node's renewal in
+// flight the dispatcher sleeps until the next queued beat (here a status
+// report a minute away); a finished renewal must wake it.
+func TestFinishedBeatWakesTheDispatcher(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewSimpleClientset()
+	if err := leaseflood.RegisterNodes(ctx, client, 0, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{RenewInterval: 20 * time.Millisecond, LeaseDuration: time.Second, StatusInterval: time.Minute, Workers: 1, Clients: 1}
+	sim := withClients([]kubernetes.Interface{client}, cfg)
+	sim.Add(1)
+	go sim.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for sim.Stats().Renewals < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals of one node at 20 ms in 10 s: the dispatcher slept through them", sim.Stats().Renewals)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
