@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k1m.dev/k1m/pkg/bench/cpuprofile"
 	"k1m.dev/k1m/pkg/bench/noderamp"
 	"k1m.dev/k1m/pkg/bench/stats"
 )
@@ -157,24 +156,7 @@ func (rep *Report) nodeProfileMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, " %s (%d nodes) |", c.Name, c.ProfiledStep)
 	}
 	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(cols)) + "\n")
-	for _, group := range []string{"kube-apiserver", "etcd"} {
-		for _, category := range append(cpuprofile.Names(), cpuprofile.Other) {
-			vals := make([]float64, len(cols))
-			any := false
-			for i, c := range cols {
-				vals[i] = c.categoryCost(group, category)
-				any = any || vals[i] >= 0.005
-			}
-			if !any {
-				continue
-			}
-			fmt.Fprintf(b, "| %s | %s |", group, category)
-			for _, v := range vals {
-				fmt.Fprintf(b, " %.2f |", v)
-			}
-			b.WriteString("\n")
-		}
-	}
+	breakdownRows(b, len(cols), 2, func(i int, group, category string) float64 { return cols[i].categoryCost(group, category) })
 }
 
 // figure prints v with digits decimals, or "-" when it could not be

@@ -94,22 +94,28 @@ func (rep *Report) profileMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, " %s |", v)
 	}
 	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(variants)) + "\n")
+	breakdownRows(b, len(variants), 0, func(i int, group, category string) float64 {
+		return medianOf(rep.Lease, func(r LeaseRow) string { return r.Variant }, variants[i], func(r LeaseRow) float64 { return r.perUpdate(group, category) })
+	})
+}
+
+// breakdownRows writes one table row per process group and cost, a cell
+// per column (cost(i, ...) for column i, with digits decimals), leaving
+// out costs that round to zero in every column.
+func breakdownRows(b *strings.Builder, columns, digits int, cost func(i int, group, category string) float64) {
 	for _, group := range []string{"kube-apiserver", "etcd"} {
-		for _, c := range append(cpuprofile.Names(), cpuprofile.Other) {
-			vals := make([]float64, len(variants))
+		for _, category := range append(cpuprofile.Names(), cpuprofile.Other) {
+			vals := make([]string, columns)
 			any := false
-			for i, v := range variants {
-				vals[i] = medianOf(rep.Lease, func(r LeaseRow) string { return r.Variant }, v, func(r LeaseRow) float64 { return r.perUpdate(group, c) })
-				any = any || vals[i] >= 0.5
+			for i := range vals {
+				v := cost(i, group, category)
+				vals[i] = strconv.FormatFloat(v, 'f', digits, 64)
+				any = any || v >= 0.5*math.Pow(10, -float64(digits))
 			}
 			if !any {
 				continue
 			}
-			fmt.Fprintf(b, "| %s | %s |", group, c)
-			for _, val := range vals {
-				fmt.Fprintf(b, " %.0f |", val)
-			}
-			b.WriteString("\n")
+			fmt.Fprintf(b, "| %s | %s | %s |\n", group, category, strings.Join(vals, " | "))
 		}
 	}
 }
