@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,9 +168,10 @@ func (p *Process) Throttling() (cgroups.Throttling, error) {
 }
 
 // Stop ends the simulator (the end of its stdin), waits for it and
-// removes its cgroup.
+// removes its cgroup, and the parent too when nothing else is in it.
 func (p *Process) Stop() {
 	p.in.Close()
 	p.cmd.Wait()
 	cgroups.RemoveCPU(cgroups.Mount, p.cgroup)
+	cgroups.RemoveCPU(cgroups.Mount, path.Dir(p.cgroup)) // fails, harmlessly, while another child is there
 }
