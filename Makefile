@@ -123,7 +123,7 @@ BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1
 bench-tools: deps-build ## build what the benchmark runs besides k1m and stock (the plotter hack/benchplot) into $(OUT)/tools
 	$(K1M_BUILD) bench-tools $(K1M_FLAGS)
 
-bench: deps-build build build-stock bench-tools ## stock 1.32.5 vs k1m side by side, 10-14 min measured (docs/performance.md); results in $(OUT)/bench
+bench: deps-build build build-stock bench-tools ## stock 1.32.5 vs k1m side by side, about 10 min measured (docs/build.md); results in $(OUT)/bench
 	$(BENCH) --profile quick $(BENCH_ARGS)
 
 bench-full: deps-build build build-stock bench-tools ## the same with more rounds, longer windows and a node ramp up to 100k nodes
