@@ -428,31 +428,16 @@ func (res *Result) fit() {
 	if largest == nil {
 		return
 	}
-	slope := Slope(xs, ys) // cores per node
+	slope := stats.Slope(xs, ys) // cores per node
 	res.CPUSecondsPer1000NodesMinute = slope * 1000 * 60
 	res.NodesPerCore = 1 / slope
-	if marginal := Slope(xs[1:], ys[1:]); !math.IsNaN(marginal) {
+	if marginal := stats.Slope(xs[1:], ys[1:]); !math.IsNaN(marginal) {
 		res.MarginalCPUSecondsPer1000NodesMinute = marginal * 1000 * 60
 		res.MarginalNodesPerCore = 1 / marginal
 	}
 	n := float64(largest.Nodes)
 	res.APIServerHeapPerNode = float64(largest.APIServerHeap-res.Idle.APIServerHeap) / n
 	res.EtcdHeapPerNode = float64(largest.EtcdHeap-res.Idle.EtcdHeap) / n
-}
-
-// Slope is the least-squares slope of ys against xs (NaN for fewer than
-// two distinct xs).
-func Slope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
-	}
-	den := n*sxx - sx*sx
-	if len(xs) < 2 || den == 0 {
-		return math.NaN()
-	}
-	return (n*sxy - sx*sy) / den
 }
 
 // notReady lists the nodes (from the watch cache) and counts those not
@@ -468,15 +453,15 @@ func countReady(ctx context.Context, client kubernetes.Interface) (ready, total 
 		return 0, 0, err
 	}
 	for _, n := range nodes.Items {
-		if IsReady(&n) {
+		if isReady(&n) {
 			ready++
 		}
 	}
 	return ready, len(nodes.Items), nil
 }
 
-// IsReady tells whether node's Ready condition is True.
-func IsReady(n *corev1.Node) bool {
+// isReady tells whether node's Ready condition is True.
+func isReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue

@@ -124,11 +124,11 @@ func (s *schedule) Pop() any {
 	return b
 }
 
-// FirstBeats are the first heartbeats of nodes from to to-1, added at
+// firstBeats are the first heartbeats of nodes from to to-1, added at
 // now: renewals spread evenly over one renew interval and status reports
 // at random over one status interval, as kubelets started at different
 // times would send them.
-func FirstBeats(from, to int, now time.Time, c Config, rnd *rand.Rand) []beat {
+func firstBeats(from, to int, now time.Time, c Config, rnd *rand.Rand) []beat {
 	var out []beat
 	n := to - from
 	for k := 0; k < n; k++ {
@@ -182,7 +182,7 @@ func (s *Simulator) Add(nodes int) {
 	s.mu.Lock()
 	from := len(s.leases)
 	if nodes > from {
-		for _, b := range FirstBeats(from, nodes, time.Now(), s.cfg, s.rnd) {
+		for _, b := range firstBeats(from, nodes, time.Now(), s.cfg, s.rnd) {
 			heap.Push(&s.queue, b)
 		}
 		s.leases = append(s.leases, make([]*coordinationv1.Lease, nodes-from)...)

@@ -43,7 +43,7 @@ func TestFirstBeatsSpreadRenewalsOverOneInterval(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := valid
 	c.StatusInterval = time.Minute
-	got := FirstBeats(4, 8, now, c, rand.New(rand.NewPCG(1, 2)))
+	got := firstBeats(4, 8, now, c, rand.New(rand.NewPCG(1, 2)))
 	var renewals []beat
 	for _, b := range got {
 		if b.kind == renewal {
@@ -59,7 +59,7 @@ func TestFirstBeatsSpreadRenewalsOverOneInterval(t *testing.T) {
 		{due: now.Add(7500 * time.Millisecond), node: 7, kind: renewal},
 	}
 	if !reflect.DeepEqual(renewals, want) || len(got) != 8 {
-		t.Errorf("FirstBeats renewals = %v (of %d beats), want %v (of 8)", renewals, len(got), want)
+		t.Errorf("firstBeats renewals = %v (of %d beats), want %v (of 8)", renewals, len(got), want)
 	}
 }
 

@@ -118,3 +118,18 @@ func CSVFloat(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
+
+// Slope is the least-squares slope of ys against xs (NaN for fewer than
+// two distinct xs).
+func Slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	den := n*sxx - sx*sx
+	if len(xs) < 2 || den == 0 {
+		return math.NaN()
+	}
+	return (n*sxy - sx*sy) / den
+}

@@ -162,3 +162,12 @@ func TestPerAndCSVFloat(t *testing.T) {
 		}
 	}
 }
+
+func TestSlope(t *testing.T) {
+	if got := Slope([]float64{0, 1000, 2000}, []float64{0.1, 0.3, 0.5}); math.Abs(got-0.0002) > 1e-12 {
+		t.Errorf("Slope = %g, want 0.0002", got)
+	}
+	if got := Slope([]float64{5}, []float64{1}); !math.IsNaN(got) {
+		t.Errorf("Slope of one point = %g, want NaN", got)
+	}
+}
