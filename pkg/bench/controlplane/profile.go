@@ -40,13 +40,10 @@ func (cp *ControlPlane) Profile(ctx context.Context, window time.Duration, dir s
 		"kube-apiserver": func() error {
 			return cpuprofile.Capture(ctx, apiClient, cp.Config.Host+"/debug/pprof/profile", window, ProfilePath(dir, "kube-apiserver"))
 		},
-		"etcd": func() error {
-			return cpuprofile.Capture(ctx, etcdClient, EtcdURL(DurableEtcdPort)+"/debug/pprof/profile", window, ProfilePath(dir, "etcd"))
-		},
 	}
-	if cp.Ephemeral != nil {
-		targets["etcd-ephemeral"] = func() error {
-			return cpuprofile.Capture(ctx, etcdClient, EtcdURL(EphemeralEtcdPort)+"/debug/pprof/profile", window, ProfilePath(dir, "etcd-ephemeral"))
+	for name, port := range cp.etcdPorts() {
+		targets[name] = func() error {
+			return cpuprofile.Capture(ctx, etcdClient, EtcdURL(port)+"/debug/pprof/profile", window, ProfilePath(dir, name))
 		}
 	}
 	var wg sync.WaitGroup
@@ -67,6 +64,16 @@ func (cp *ControlPlane) Profile(ctx context.Context, window time.Duration, dir s
 	}
 	wg.Wait()
 	return names, errors.Join(errs...)
+}
+
+// etcdPorts are the client ports of the running etcd members, by the
+// name their profiles are written under.
+func (cp *ControlPlane) etcdPorts() map[string]int {
+	ports := map[string]int{"etcd": DurableEtcdPort}
+	if cp.Ephemeral != nil {
+		ports["etcd-ephemeral"] = EphemeralEtcdPort
+	}
+	return ports
 }
 
 // httpClient is an HTTPS client of the benchmark's etcd members.
@@ -103,11 +110,7 @@ func (cp *ControlPlane) LiveHeap(ctx context.Context) (apiserver, etcd int64, er
 	if err != nil {
 		return 0, 0, err
 	}
-	ports := []int{DurableEtcdPort}
-	if cp.Ephemeral != nil {
-		ports = append(ports, EphemeralEtcdPort)
-	}
-	for _, port := range ports {
+	for _, port := range cp.etcdPorts() {
 		n, err := fetchInUse(ctx, etcdClient, EtcdURL(port)+"/debug/pprof/heap?gc=1")
 		if err != nil {
 			return 0, 0, err
