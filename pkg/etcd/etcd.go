@@ -2,7 +2,8 @@
 // one (fsync on) for everything, and an ephemeral one (no fsync) that holds
 // only Events and Leases, wired into kube-apiserver with
 // --etcd-servers-overrides. Both listen on loopback and require client
-// certificates.
+// certificates; a server's own kube-apiserver may reach them over a unix
+// socket instead (Member.LocalSocket).
 package etcd
 
 import (
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -69,6 +71,25 @@ type Member struct {
 	// --initial-cluster-state=existing); ignored once the member has data.
 	InitialCluster string
 	JoinExisting   bool
+	// LocalSocket, when set, is a unix socket the member also serves
+	// clients on, without TLS or client certificates: for the
+	// kube-apiserver of the same server, whose every write would
+	// otherwise pay TLS at both ends of a loopback connection. Whoever can
+	// open the socket has the whole store, so Start keeps its directory
+	// the owner's alone (0700).
+	LocalSocket string
+}
+
+// MaxSocketPath is the longest unix socket path Linux takes: sun_path
+// holds 108 bytes, the terminating NUL included.
+const MaxSocketPath = 107
+
+// LocalURL is the client URL of the member's LocalSocket ("" without one).
+func (m Member) LocalURL() string {
+	if m.LocalSocket == "" {
+		return ""
+	}
+	return (&url.URL{Scheme: "unix", Path: m.LocalSocket}).String()
 }
 
 // DefaultQuotaBytes is the durable etcd's default quota: etcd's own 2 GiB
@@ -119,6 +140,9 @@ func Start(ctx context.Context, m Member) (*Running, error) {
 	if err := m.checkDisk(); err != nil {
 		return nil, err
 	}
+	if err := m.prepareSocketDir(); err != nil {
+		return nil, err
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd %s (data %s, %s): %w", m.Name, m.DataDir, m.ClientURL(), err)
@@ -166,6 +190,13 @@ func config(m Member) (*embed.Config, error) {
 	if *advertised != *client {
 		cfg.ListenClientUrls = append(cfg.ListenClientUrls, *advertised)
 	}
+	if m.LocalSocket != "" {
+		if n := len(m.LocalSocket); n > MaxSocketPath {
+			return nil, fmt.Errorf("etcd %s: its local socket %s is %d bytes long, over the %d a unix socket path takes", m.Name, m.LocalSocket, n, MaxSocketPath)
+		}
+		// etcd serves a unix:// URL without TLS whatever ClientTLSInfo says.
+		cfg.ListenClientUrls = append(cfg.ListenClientUrls, url.URL{Scheme: "unix", Path: m.LocalSocket})
+	}
 	cfg.AdvertiseClientUrls = []url.URL{*advertised}
 	cfg.ListenPeerUrls = []url.URL{*peer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
@@ -189,6 +220,31 @@ func config(m Member) (*embed.Config, error) {
 	cfg.SnapshotCount = 10000
 	cfg.ExperimentalWarningApplyDuration = time.Second
 	return cfg, nil
+}
+
+// prepareSocketDir makes the LocalSocket's directory, or takes back one
+// that exists with wider permissions: the socket itself is made with the
+// process's umask, so the directory is what keeps other users out.
+func (m Member) prepareSocketDir() error {
+	if m.LocalSocket == "" {
+		return nil
+	}
+	dir := filepath.Dir(m.LocalSocket)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
+	}
+	// Its owner could replace the socket: it must be this process's user.
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("etcd %s: its local socket's directory %s belongs to uid %d, not this process's %d", m.Name, dir, st.Uid, os.Geteuid())
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
+	}
+	return nil
 }
 
 func (m Member) quota() int64 {

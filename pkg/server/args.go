@@ -17,7 +17,8 @@ import (
 // (--disable-etcd) every member of the cluster's.
 type etcdStores struct {
 	durable, ephemeral []string
-	// tls is kube-apiserver's client TLS to both (one set for all stores).
+	// tls is kube-apiserver's client TLS to both (one set for all stores);
+	// none over the local sockets of the server's own members.
 	tls etcd.TLS
 }
 
@@ -39,10 +40,10 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdSto
 	if len(stores.ephemeral) > 0 { // none in the stock build: one store
 		args = append(args, "--etcd-servers-overrides="+etcdOverrides(stores))
 	}
+	if tls != (etcd.TLS{}) {
+		args = append(args, "--etcd-cafile="+tls.CAFile, "--etcd-certfile="+tls.CertFile, "--etcd-keyfile="+tls.KeyFile)
+	}
 	args = append(args,
-		"--etcd-cafile="+tls.CAFile,
-		"--etcd-certfile="+tls.CertFile,
-		"--etcd-keyfile="+tls.KeyFile,
 		"--client-ca-file="+c.cluster.cert,
 		"--tls-cert-file="+c.apiserver.cert,
 		"--tls-private-key-file="+c.apiserver.key,

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 )
 
 func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
-	got := etcdOverrides(localStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}))
+	got := etcdOverrides(tlsStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}))
 	want := "/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
 	if got != want {
 		t.Fatalf("etcdOverrides = %q, want %q", got, want)
@@ -33,7 +35,7 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 
 // localStores are a server's own members, reached with the etcd CA's
 // client certificate.
-func localStores(durable, ephemeral etcd.Member) etcdStores {
+func tlsStores(durable, ephemeral etcd.Member) etcdStores {
 	return etcdStores{durable: []string{durable.ClientURL()}, ephemeral: []string{ephemeral.ClientURL()}, tls: testStoreTLS}
 }
 
@@ -99,7 +101,7 @@ var wantAPIServer = []string{
 func TestAPIServerArgs(t *testing.T) {
 	cfg := config.DefaultServer()
 	durable, ephemeral := etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}
-	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), localStores(durable, ephemeral), apiserverOptions{}), wantAPIServer)
+	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, ephemeral), apiserverOptions{}), wantAPIServer)
 
 	opts := apiserverOptions{
 		encryptionConfig: "/t/encryption-config.yaml",
@@ -111,13 +113,13 @@ func TestAPIServerArgs(t *testing.T) {
 	want = append(want, "--encryption-provider-config=/t/encryption-config.yaml",
 		"--audit-policy-file=/p.yaml", "--audit-log-path=/var/log/audit.log", "--audit-log-maxage=30", "--audit-log-maxbackup=10", "--audit-log-maxsize=100",
 		"--max-requests-inflight=800")
-	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), localStores(durable, ephemeral), opts), want)
+	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, ephemeral), opts), want)
 }
 
 // The stock build has one store (separateNoFsyncStore): no overrides, as
 // kubeadm deploys kube-apiserver.
 func TestAPIServerArgsOfOneStore(t *testing.T) {
-	stores := localStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{})
+	stores := tlsStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{})
 	stores.ephemeral = nil
 	want := slices.DeleteFunc(slices.Clone(wantAPIServer), func(a string) bool {
 		return a == "--etcd-servers-overrides=/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
@@ -126,6 +128,56 @@ func TestAPIServerArgsOfOneStore(t *testing.T) {
 		t.Fatal("wantAPIServer has no --etcd-servers-overrides")
 	}
 	equalArgs(t, "one store", apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1", testCerts(), stores, apiserverOptions{}), want)
+}
+
+// A server's own members serve its kube-apiserver on local sockets,
+// without TLS: no etcd TLS flags.
+func TestAPIServerArgsOverLocalSockets(t *testing.T) {
+	durable := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2379, LocalSocket: "/d/etcd-sockets/durable.sock"}}
+	ephemeral := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/ephemeral.sock"}}
+	stores, ok := socketStores(durable, ephemeral)
+	if !ok {
+		t.Fatal("two members with sockets: not reached over them")
+	}
+	want := slices.Concat(wantAPIServer[:3], []string{
+		"--etcd-servers=unix:///d/etcd-sockets/durable.sock",
+		"--etcd-servers-overrides=/events#unix:///d/etcd-sockets/ephemeral.sock,coordination.k8s.io/leases#unix:///d/etcd-sockets/ephemeral.sock",
+	}, wantAPIServer[8:])
+	equalArgs(t, "local sockets", apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1", testCerts(), stores, apiserverOptions{}), want)
+
+	// The stock build's one store.
+	stores, ok = socketStores(durable, nil)
+	if wantStores := (etcdStores{durable: []string{"unix:///d/etcd-sockets/durable.sock"}}); !ok || !reflect.DeepEqual(stores, wantStores) {
+		t.Errorf("one store: %+v %v, want %+v", stores, ok, wantStores)
+	}
+	// A member without a socket (a data directory too deep, an external
+	// etcd): TLS for every store, kube-apiserver having one TLS setting.
+	for name, ms := range map[string][2]*etcd.Running{
+		"ephemeral without a socket": {durable, {Member: etcd.Member{Host: "::1", Port: 2381}}},
+		"durable without a socket":   {{Member: etcd.Member{Host: "::1", Port: 2379}}, ephemeral},
+		"external durable":           {nil, ephemeral},
+	} {
+		if _, ok := socketStores(ms[0], ms[1]); ok {
+			t.Errorf("%s: reached over sockets", name)
+		}
+	}
+}
+
+func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
+	s := &Server{cfg: &config.CompletedServer{Server: config.DefaultServer()}}
+	s.cfg.DataDir = "/var/lib/k1m/server"
+	if got, want := s.localSocket("durable"), "/var/lib/k1m/server/etcd-sockets/durable.sock"; got != want {
+		t.Errorf("localSocket = %q, want %q", got, want)
+	}
+	s.cfg.DataDir = "/" + strings.Repeat("d", etcd.MaxSocketPath-len("/etcd-sockets/ephemeral.sock"))
+	if got := s.localSocket("ephemeral"); got != "" {
+		t.Errorf("a socket path of 108 bytes: %q, want none", got)
+	}
+	s.cfg.DataDir = "/var/lib/k1m/server"
+	s.cfg.Datastore.EphemeralEndpoint = "https://etcd.example:2379"
+	if got := s.localSocket("durable"); got != "" {
+		t.Errorf("with an external store: %q, want none", got)
+	}
 }
 
 func TestControllerArgs(t *testing.T) {

@@ -37,11 +37,36 @@ func DurableEtcdURL(port int) string { return etcd.Member{Host: "::1", Port: por
 
 func (s *Server) durableMember(c *certs) etcd.Member {
 	return s.clusterMember(etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort,
-		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes})
+		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes, LocalSocket: s.localSocket("durable")})
 }
 
 func (s *Server) ephemeralMember(c *certs) etcd.Member {
-	return s.clusterMember(etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true, TLS: s.etcdServerTLS(c)})
+	return s.clusterMember(etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true,
+		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("ephemeral")})
+}
+
+// EtcdSocketDir is where a server's embedded etcds serve its own
+// kube-apiserver over unix sockets, without TLS (etcd.Member.LocalSocket):
+// root's alone.
+func EtcdSocketDir(dataDir string) string { return filepath.Join(dataDir, "etcd-sockets") }
+
+// localSocket is the unix socket of the member for store (durable,
+// ephemeral), or none when kube-apiserver reaches its stores over TLS:
+// with an external etcd (its etcd TLS flags are one setting for every
+// store) or a data directory too deep for a socket path.
+func (s *Server) localSocket(store string) string {
+	if s.cfg.Datastore.External() {
+		return ""
+	}
+	dir, err := filepath.Abs(EtcdSocketDir(s.cfg.DataDir))
+	if err != nil {
+		return ""
+	}
+	path := filepath.Join(dir, store+".sock")
+	if len(path) > etcd.MaxSocketPath {
+		return ""
+	}
+	return path
 }
 
 // clusterMember makes m a member other servers reach, when the server is

@@ -59,6 +59,10 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 		return etcds{}, etcdStores{}, err
 	}
 	s.phaseHousekeeping(ctx, c, durable, ephemeral)
+	if stores, ok := socketStores(durable, ephemeral); ok {
+		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is root's alone)", filepath.Dir(durable.Member.LocalSocket))
+		return etcds{durable, ephemeral}, stores, nil
+	}
 	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral, tls: s.storeTLS(c)}
 	if durable != nil {
 		stores.durable = []string{durable.Member.ClientURL()}
@@ -66,7 +70,26 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	if ephemeral != nil {
 		stores.ephemeral = []string{ephemeral.Member.ClientURL()}
 	}
+	if !s.cfg.Datastore.External() {
+		s.step("kube-apiserver reaches its etcds over TLS on loopback: a unix socket under --data-dir %s would be longer than %d bytes", s.cfg.DataDir, etcd.MaxSocketPath)
+	}
 	return etcds{durable, ephemeral}, stores, nil
+}
+
+// socketStores are kube-apiserver's stores when every one is this
+// server's own member serving it a local socket: reached there, without
+// TLS, so that a write does not pay TLS at both ends of a loopback
+// connection (whoever can open the sockets could read the etcd client
+// key as well).
+func socketStores(durable, ephemeral *etcd.Running) (etcdStores, bool) {
+	if durable == nil || durable.Member.LocalSocket == "" || (ephemeral != nil && ephemeral.Member.LocalSocket == "") {
+		return etcdStores{}, false
+	}
+	stores := etcdStores{durable: []string{durable.Member.LocalURL()}}
+	if ephemeral != nil {
+		stores.ephemeral = []string{ephemeral.Member.LocalURL()}
+	}
+	return stores, true
 }
 
 // remoteEtcdFile keeps, on an API-server-only server, the durable etcd
