@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -15,7 +14,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/sys/unix"
+
+	"k1m.dev/k1m/test/testutil"
 )
 
 func TestConfigServesTheLocalSocket(t *testing.T) {
@@ -93,10 +93,10 @@ func TestLocalSocketServesWithoutTLSAndOnlyItsOwner(t *testing.T) {
 	}
 	defer l.Close()
 	os.Chmod(filepath.Join(open, "control.sock"), 0o777)
-	if err := dialAsNobody(filepath.Join(open, "control.sock")); err != nil {
+	if err := testutil.DialUnixAsNobody(filepath.Join(open, "control.sock")); err != nil {
 		t.Fatalf("control: nobody could not reach a socket in an open directory: %v", err)
 	}
-	if err := dialAsNobody(m.LocalSocket); !errors.Is(err, syscall.EACCES) {
+	if err := testutil.DialUnixAsNobody(m.LocalSocket); !errors.Is(err, syscall.EACCES) {
 		t.Fatalf("nobody dialling the local socket: %v, want permission denied", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestLocalSocketDirectoryOfAnotherUserIsRefused(t *testing.T) {
 	if err := os.Mkdir(sockets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(sockets, 65534, 65534); err != nil {
+	if err := os.Chown(sockets, testutil.Nobody, testutil.Nobody); err != nil {
 		t.Fatal(err)
 	}
 	m := Member{Name: "durable", LocalSocket: filepath.Join(sockets, "durable.sock")}
@@ -130,23 +130,4 @@ func openToAll(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// dialAsNobody connects to a unix socket from a thread whose file system
-// user is nobody (65534): changing it from 0 drops the capabilities that
-// bypass file permissions. The thread is never unlocked, so it ends with
-// its goroutine and nothing else runs as nobody.
-func dialAsNobody(path string) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		unix.Setfsuid(65534)
-		unix.Setfsgid(65534)
-		c, err := net.Dial("unix", path)
-		if err == nil {
-			c.Close()
-		}
-		done <- err
-	}()
-	return <-done
 }

@@ -166,6 +166,12 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 	s := &Server{cfg: &config.CompletedServer{Server: config.DefaultServer()}}
 	s.cfg.DataDir = "/var/lib/k1m/server"
+	if !localEtcdSockets { // the stock build: kube-apiserver over TLS, as kubeadm's
+		if got := s.localSocket("durable"); got != "" {
+			t.Errorf("stock build: localSocket = %q, want none", got)
+		}
+		return
+	}
 	if got, want := s.localSocket("durable"), "/var/lib/k1m/server/etcd-sockets/durable.sock"; got != want {
 		t.Errorf("localSocket = %q, want %q", got, want)
 	}

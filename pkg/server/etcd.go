@@ -52,10 +52,10 @@ func EtcdSocketDir(dataDir string) string { return filepath.Join(dataDir, "etcd-
 
 // localSocket is the unix socket of the member for store (durable,
 // ephemeral), or none when kube-apiserver reaches its stores over TLS:
-// with an external etcd (its etcd TLS flags are one setting for every
-// store) or a data directory too deep for a socket path.
+// in the stock build, with an external etcd (its etcd TLS flags are one
+// setting for every store) or a data directory too deep for a socket path.
 func (s *Server) localSocket(store string) string {
-	if s.cfg.Datastore.External() {
+	if !localEtcdSockets || s.cfg.Datastore.External() {
 		return ""
 	}
 	dir, err := filepath.Abs(EtcdSocketDir(s.cfg.DataDir))

@@ -70,7 +70,7 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	if ephemeral != nil {
 		stores.ephemeral = []string{ephemeral.Member.ClientURL()}
 	}
-	if !s.cfg.Datastore.External() {
+	if localEtcdSockets && !s.cfg.Datastore.External() {
 		s.step("kube-apiserver reaches its etcds over TLS on loopback: a unix socket under --data-dir %s would be longer than %d bytes", s.cfg.DataDir, etcd.MaxSocketPath)
 	}
 	return etcds{durable, ephemeral}, stores, nil

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/secretsenc"
+	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/test/testutil"
 )
 
@@ -76,6 +79,7 @@ func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
 	t.Run("JoinTokenCannotTakeOverANode", func(t *testing.T) { testNoTakeover(ctx, t, c) })
 	t.Run("ExpiredDeletedAndRotatedTokensJoinNothing", func(t *testing.T) { testTokenLifecycle(ctx, t, c) })
 	t.Run("EtcdsRefuseNodeCertificates", func(t *testing.T) { testEtcdsRefuseOthers(t, c) })
+	t.Run("EtcdSocketsServeRootOnly", func(t *testing.T) { testEtcdSockets(t, c) })
 	t.Run("KubeletVerifiedAndRefusesAnonymous", func(t *testing.T) { testKubeletTLS(t, c) })
 	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
 	t.Run("SecretsEncryptedAtRestAndAudited", func(t *testing.T) { testSecretsAtRest(ctx, t, c) })
@@ -303,6 +307,32 @@ func testEtcdsRefuseOthers(t *testing.T, c *cluster) {
 			if code, err := httpsGet(t, url, etcdCA, cert); err == nil {
 				t.Errorf("etcd :%d accepted %s (HTTP %d)", port, name, code)
 			}
+		}
+	}
+}
+
+// testEtcdSockets: the server's etcds serve its kube-apiserver on unix
+// sockets without TLS (docs/security.md); root reaches etcd there with no
+// certificate, any other user is refused by the directory.
+func testEtcdSockets(t *testing.T, c *cluster) {
+	dir := server.EtcdSocketDir(filepath.Join(c.dataRoot, "server"))
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("%s: %v (%v), want mode 0700", dir, info.Mode(), err)
+	}
+	for _, name := range []string{"durable.sock", "ephemeral.sock"} {
+		path := filepath.Join(dir, name)
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", path)
+			}}}
+		resp, err := client.Get("http://etcd/version")
+		if err != nil {
+			t.Errorf("%s as root: %v", name, err)
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s as root: HTTP %d", name, resp.StatusCode)
+		}
+		if err := testutil.DialUnixAsNobody(path); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("%s as nobody: %v, want permission denied", name, err)
 		}
 	}
 }
