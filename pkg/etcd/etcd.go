@@ -8,6 +8,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -230,21 +231,65 @@ func (m Member) prepareSocketDir() error {
 		return nil
 	}
 	dir := filepath.Dir(m.LocalSocket)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := CheckSocketDir(dir); err != nil {
 		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
 	}
-	info, err := os.Stat(dir)
-	if err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
 	}
-	// Its owner could replace the socket: it must be this process's user.
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("etcd %s: its local socket's directory %s belongs to uid %d, not this process's %d", m.Name, dir, st.Uid, os.Geteuid())
+	// Checked again: it may have been made between the check and Mkdir.
+	if err := CheckSocketDir(dir); err != nil {
+		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("etcd %s: its local socket's directory: %w", m.Name, err)
 	}
 	return nil
+}
+
+// CheckSocketDir tells why dir cannot hold a LocalSocket that only this
+// process's user can reach, or nil. Clients trust whatever listens at the
+// socket's path, so nobody else may be able to put a socket of their own
+// there: dir, when it exists, must be a directory (not a link) of this
+// user, and each directory above it (links resolved) must belong to root
+// or this user and be writable by no one else, unless sticky as /tmp.
+func CheckSocketDir(dir string) error {
+	if info, err := os.Lstat(dir); err == nil {
+		if !info.IsDir() {
+			return fmt.Errorf("%s is not a directory (%s)", dir, info.Mode().Type())
+		}
+		if uid := ownerOf(info); uid != os.Geteuid() {
+			return fmt.Errorf("%s belongs to uid %d, not this process's %d", dir, uid, os.Geteuid())
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	for p := parent; ; p = filepath.Dir(p) {
+		info, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if uid := ownerOf(info); uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("%s, above it, belongs to uid %d", p, uid)
+		}
+		if info.Mode().Perm()&0o022 != 0 && info.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("%s, above it, is writable by other users (mode %v)", p, info.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+func ownerOf(info os.FileInfo) int {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
 }
 
 func (m Member) quota() int64 {

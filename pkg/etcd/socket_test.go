@@ -101,23 +101,42 @@ func TestLocalSocketServesWithoutTLSAndOnlyItsOwner(t *testing.T) {
 	}
 }
 
-func TestLocalSocketDirectoryOfAnotherUserIsRefused(t *testing.T) {
+// A directory where another user could put a socket of their own is
+// refused: clients trust whatever listens at the path.
+func TestLocalSocketDirectoryOthersCouldReplaceIsRefused(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give a directory away")
 	}
 	dir := t.TempDir()
-	sockets := filepath.Join(dir, "sockets")
-	if err := os.Mkdir(sockets, 0o700); err != nil {
+	given := filepath.Join(dir, "given")
+	if err := os.Mkdir(given, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(sockets, testutil.Nobody, testutil.Nobody); err != nil {
+	if err := os.Chown(given, testutil.Nobody, testutil.Nobody); err != nil {
 		t.Fatal(err)
 	}
-	m := Member{Name: "durable", LocalSocket: filepath.Join(sockets, "durable.sock")}
-	err := m.prepareSocketDir()
-	want := "etcd durable: its local socket's directory " + sockets + " belongs to uid 65534, not this process's 0"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err %v, want %q", err, want)
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777) // past the umask
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{given, given + " belongs to uid 65534, not this process's 0"},
+		{filepath.Join(given, "sockets"), given + ", above it, belongs to uid 65534"},
+		{filepath.Join(open, "sockets"), open + ", above it, is writable by other users (mode -rwxrwxrwx)"},
+		{filepath.Join(dir, "link"), filepath.Join(dir, "link") + " is not a directory (L---------)"},
+	} {
+		m := Member{Name: "durable", LocalSocket: filepath.Join(c.dir, "durable.sock")}
+		want := "etcd durable: its local socket's directory: " + c.want
+		if err := m.prepareSocketDir(); err == nil || err.Error() != want {
+			t.Errorf("%s: err %v, want %q", c.dir, err, want)
+		}
+	}
+	if err := CheckSocketDir(filepath.Join(dir, "sockets")); err != nil {
+		t.Errorf("a directory to make under root's: %v", err)
 	}
 }
 

@@ -165,21 +165,33 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 
 func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 	s := &Server{cfg: &config.CompletedServer{Server: config.DefaultServer()}}
-	s.cfg.DataDir = "/var/lib/k1m/server"
+	dataDir := t.TempDir()
+	s.cfg.DataDir = dataDir
 	if !localEtcdSockets { // the stock build: kube-apiserver over TLS, as kubeadm's
 		if got := s.localSocket("durable"); got != "" {
 			t.Errorf("stock build: localSocket = %q, want none", got)
 		}
 		return
 	}
-	if got, want := s.localSocket("durable"), "/var/lib/k1m/server/etcd-sockets/durable.sock"; got != want {
+	if got, want := s.localSocket("durable"), dataDir+"/etcd-sockets/durable.sock"; got != want {
 		t.Errorf("localSocket = %q, want %q", got, want)
 	}
 	s.cfg.DataDir = "/" + strings.Repeat("d", etcd.MaxSocketPath-len("/etcd-sockets/ephemeral.sock"))
-	if got := s.localSocket("ephemeral"); got != "" {
-		t.Errorf("a socket path of 108 bytes: %q, want none", got)
+	for _, store := range []string{"durable", "ephemeral"} { // both or neither
+		if got := s.localSocket(store); got != "" {
+			t.Errorf("an ephemeral socket path of 108 bytes: %s %q, want none", store, got)
+		}
 	}
-	s.cfg.DataDir = "/var/lib/k1m/server"
+	want := "a unix socket under --data-dir " + s.cfg.DataDir + " would be 108 bytes long, over the 107 a socket path takes"
+	if _, err := s.socketDir(); err == nil || err.Error() != want {
+		t.Errorf("socketDir: %v, want %q", err, want)
+	}
+	s.cfg.DataDir = "/var/lib/k1m,a;b"
+	want = "--data-dir /var/lib/k1m,a;b has a ',' or ';', which kube-apiserver's --etcd-servers flags split on"
+	if _, err := s.socketDir(); err == nil || err.Error() != want {
+		t.Errorf("socketDir: %v, want %q", err, want)
+	}
+	s.cfg.DataDir = dataDir
 	s.cfg.Datastore.EphemeralEndpoint = "https://etcd.example:2379"
 	if got := s.localSocket("durable"); got != "" {
 		t.Errorf("with an external store: %q, want none", got)

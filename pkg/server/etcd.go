@@ -51,22 +51,39 @@ func (s *Server) ephemeralMember(c *certs) etcd.Member {
 func EtcdSocketDir(dataDir string) string { return filepath.Join(dataDir, "etcd-sockets") }
 
 // localSocket is the unix socket of the member for store (durable,
-// ephemeral), or none when kube-apiserver reaches its stores over TLS:
-// in the stock build, with an external etcd (its etcd TLS flags are one
-// setting for every store) or a data directory too deep for a socket path.
+// ephemeral), or none when kube-apiserver reaches its stores over TLS
+// (socketDir says why).
 func (s *Server) localSocket(store string) string {
-	if !localEtcdSockets || s.cfg.Datastore.External() {
+	dir, err := s.socketDir()
+	if dir == "" || err != nil {
 		return ""
+	}
+	return filepath.Join(dir, store+".sock")
+}
+
+// socketDir is where the server's etcds serve its kube-apiserver on unix
+// sockets: none in the stock build or with an external etcd
+// (kube-apiserver's etcd TLS flags are one setting for every store), and
+// none, with the reason, when the data directory cannot hold them.
+func (s *Server) socketDir() (string, error) {
+	if !localEtcdSockets || s.cfg.Datastore.External() {
+		return "", nil
 	}
 	dir, err := filepath.Abs(EtcdSocketDir(s.cfg.DataDir))
 	if err != nil {
-		return ""
+		return "", err
 	}
-	path := filepath.Join(dir, store+".sock")
-	if len(path) > etcd.MaxSocketPath {
-		return ""
+	// Both stores or neither: the longer name decides.
+	if longest := filepath.Join(dir, "ephemeral.sock"); len(longest) > etcd.MaxSocketPath {
+		return "", fmt.Errorf("a unix socket under --data-dir %s would be %d bytes long, over the %d a socket path takes", s.cfg.DataDir, len(longest), etcd.MaxSocketPath)
 	}
-	return path
+	if strings.ContainsAny(dir, ",;") {
+		return "", fmt.Errorf("--data-dir %s has a ',' or ';', which kube-apiserver's --etcd-servers flags split on", s.cfg.DataDir)
+	}
+	if err := etcd.CheckSocketDir(dir); err != nil {
+		return "", fmt.Errorf("the sockets' directory under --data-dir could be replaced by another user: %w", err)
+	}
+	return dir, nil
 }
 
 // clusterMember makes m a member other servers reach, when the server is

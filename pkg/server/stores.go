@@ -60,7 +60,7 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	}
 	s.phaseHousekeeping(ctx, c, durable, ephemeral)
 	if stores, ok := socketStores(durable, ephemeral); ok {
-		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is root's alone)", filepath.Dir(durable.Member.LocalSocket))
+		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is this user's alone)", filepath.Dir(durable.Member.LocalSocket))
 		return etcds{durable, ephemeral}, stores, nil
 	}
 	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral, tls: s.storeTLS(c)}
@@ -70,8 +70,8 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	if ephemeral != nil {
 		stores.ephemeral = []string{ephemeral.Member.ClientURL()}
 	}
-	if localEtcdSockets && !s.cfg.Datastore.External() {
-		s.step("kube-apiserver reaches its etcds over TLS on loopback: a unix socket under --data-dir %s would be longer than %d bytes", s.cfg.DataDir, etcd.MaxSocketPath)
+	if _, err := s.socketDir(); err != nil {
+		s.step("kube-apiserver reaches its etcds over TLS on loopback: %v", err)
 	}
 	return etcds{durable, ephemeral}, stores, nil
 }

@@ -313,11 +313,29 @@ func testEtcdsRefuseOthers(t *testing.T, c *cluster) {
 
 // testEtcdSockets: the server's etcds serve its kube-apiserver on unix
 // sockets without TLS (docs/security.md); root reaches etcd there with no
-// certificate, any other user is refused by the directory.
+// certificate, any other user is refused by the sockets' directory (the
+// directories above it opened to all for the check, so that only it can
+// refuse).
 func testEtcdSockets(t *testing.T, c *cluster) {
-	dir := server.EtcdSocketDir(filepath.Join(c.dataRoot, "server"))
-	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 {
-		t.Fatalf("%s: %v (%v), want mode 0700", dir, info.Mode(), err)
+	serverDir := filepath.Join(c.dataRoot, "server")
+	dir := server.EtcdSocketDir(serverDir)
+	log, err := os.ReadFile(filepath.Join(c.clusterDir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "k1m server: kube-apiserver reaches its etcds over unix sockets in " + dir + ", without TLS"; !strings.Contains(string(log), want) {
+		t.Errorf("the server's log does not say %q", want)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o700 || info.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("%s: %v (%v), want mode 0700, root's", dir, info.Mode(), err)
+	}
+	for _, d := range []string{c.dataRoot, serverDir} {
+		info, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o755)
+		defer os.Chmod(d, info.Mode().Perm())
 	}
 	for _, name := range []string{"durable.sock", "ephemeral.sock"} {
 		path := filepath.Join(dir, name)
