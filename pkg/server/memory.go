@@ -111,7 +111,6 @@ func (s *Server) phaseMemory() error {
 		return fmt.Errorf("confining the control plane to %s of memory: %w (run as root, or start k1m under a memory limit such as systemd's MemoryMax)", gib(s.memory.Limit), err)
 	}
 	s.step("confined to cgroup %s with %s of memory: starting again in it, so that the Go runtime sizes itself from the limit", s.memory.Cgroup, gib(s.memory.Limit))
-	env, _ := goRuntimeEnv()
-	env = append(env, envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
+	env := append(os.Environ(), envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
 	return multicall.ExecSelf(env)
 }

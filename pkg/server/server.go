@@ -72,9 +72,6 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.phaseMemory(); err != nil {
 		return err
 	}
-	if err := s.phaseGoRuntime(); err != nil {
-		return err
-	}
 	if s.member, err = s.phaseCluster(ctx); err != nil {
 		return err
 	}

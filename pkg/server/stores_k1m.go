@@ -9,7 +9,3 @@ const separateNoFsyncStore = true
 // localEtcdSockets: k1m's kube-apiserver reaches the server's own etcd
 // members over unix sockets without TLS (etcd.Member.LocalSocket).
 const localEtcdSockets = true
-
-// tuneGoRuntime: k1m's server starts with the Go runtime settings of
-// goRuntimeEnv.
-const tuneGoRuntime = true

@@ -10,6 +10,3 @@ const separateNoFsyncStore = false
 // localEtcdSockets: kubeadm's kube-apiserver reaches its etcd over TLS on
 // loopback, and so does the stock build's.
 const localEtcdSockets = false
-
-// tuneGoRuntime: the stock build's components run with Go's defaults.
-const tuneGoRuntime = false

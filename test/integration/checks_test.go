@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,31 +154,10 @@ func testRuntimeTuning(t *testing.T, c *cluster) {
 	if want := limit / 10 * 9; memlimit < want-10 || memlimit > want+10 {
 		t.Errorf("GOMEMLIMIT=%d, want 90%% of %d", memlimit, limit)
 	}
-	if got := serverGoDebug(t, c); !slices.Contains(strings.Split(got, ","), "adaptivestackstart=1") {
-		t.Errorf("the server runs with GODEBUG=%q, want adaptivestackstart=1 in it", got)
-	}
 	out, err := exec.Command(c.k1m, "kube-apiserver", "--feature-gates=BtreeWatchCache=true").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "BtreeWatchCache to true, feature is locked to false") {
 		t.Errorf("kube-apiserver with BtreeWatchCache=true: want a refusal, got %v: %s", err, tail(out))
 	}
-}
-
-// serverGoDebug is the GODEBUG the first server's process runs with.
-func serverGoDebug(t *testing.T, c *cluster) string {
-	pid, err := os.ReadFile(filepath.Join(c.clusterDir, "server.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	environ, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "environ"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range strings.Split(string(environ), "\x00") {
-		if value, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
-			return value
-		}
-	}
-	return ""
 }
 
 // testBadInput runs the binary with each bad input and wants a non-zero
