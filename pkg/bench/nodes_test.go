@@ -33,13 +33,7 @@ func TestNodeMarkdownRow(t *testing.T) {
 			{Held: true, Reading: noderamp.Reading{Nodes: 6000, Simulator: noderamp.SimulatorReading{Cores: 0.19}}},
 			{Reason: "mutating p99 1.2 s > 1s", Reading: noderamp.Reading{Nodes: 12000}},
 		}}
-	rep := &Report{Nodes: []NodeColumn{{Name: "k1m-10s", SimulatorCores: 0.6, Result: res}}}
-	var b strings.Builder
-	rep.nodeMarkdown(&b)
-	want := "| k1m-10s | 6000 | 12000: mutating p99 1.2 s > 1s | 7.12 / 6.50 | 8421 / 9231 | 45000 / 5000 | 0.19 |\n"
-	if !strings.Contains(b.String(), want) {
-		t.Errorf("summary\n%s\nhas no row\n%s", b.String(), want)
-	}
+	wantNodeRow(t, res, "| k1m-10s | 6000 | 12000: mutating p99 1.2 s > 1s | 7.12 / 6.50 | 8421 / 9231 | 45000 / 5000 | 0.19 |\n")
 	if math.IsNaN(perThousandNodesMinute(time.Minute, time.Minute, 1000)) || perThousandNodesMinute(time.Minute, time.Minute, 1000) != 60 {
 		t.Errorf("perThousandNodesMinute(1 min CPU, 1 min, 1000 nodes) = %g, want 60", perThousandNodesMinute(time.Minute, time.Minute, 1000))
 	}
@@ -49,10 +43,16 @@ func TestNodeMarkdownShowsWhatCouldNotBeComputed(t *testing.T) {
 	res := noderamp.Result{MaxHeld: 4000, CPUSecondsPer1000NodesMinute: 9.55, MarginalCPUSecondsPer1000NodesMinute: math.NaN(),
 		NodesPerCore: 6283, MarginalNodesPerCore: math.NaN(), APIServerHeapPerNode: 27598, EtcdHeapPerNode: 8153,
 		Steps: []noderamp.Step{{Held: true, Reading: noderamp.Reading{Nodes: 4000, Simulator: noderamp.SimulatorReading{Cores: 0.17}}}}}
+	wantNodeRow(t, res, "| k1m-10s | 4000 | (every step held) | 9.55 / - | 6283 / - | 27598 / 8153 | 0.17 |\n")
+}
+
+// wantNodeRow renders the node summary of one column, k1m-10s with the
+// simulator capped at 0.6 cores, and wants want among its rows.
+func wantNodeRow(t *testing.T, res noderamp.Result, want string) {
+	t.Helper()
 	rep := &Report{Nodes: []NodeColumn{{Name: "k1m-10s", SimulatorCores: 0.6, Result: res}}}
 	var b strings.Builder
 	rep.nodeMarkdown(&b)
-	want := "| k1m-10s | 4000 | (every step held) | 9.55 / - | 6283 / - | 27598 / 8153 | 0.17 |\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("summary\n%s\nhas no row\n%s", b.String(), want)
 	}

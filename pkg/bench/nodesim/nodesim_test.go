@@ -93,20 +93,28 @@ func TestNextWaitsForTheDueTime(t *testing.T) {
 	}
 }
 
+// runOnFakeAPI registers nodes Nodes in a fake API and runs a simulator
+// of them against it until ctx ends.
+func runOnFakeAPI(ctx context.Context, t *testing.T, nodes int, cfg Config) (*Simulator, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewSimpleClientset()
+	if err := leaseflood.RegisterNodes(ctx, client, 0, nodes, min(nodes, 2)); err != nil {
+		t.Fatal(err)
+	}
+	sim := withClients([]kubernetes.Interface{client}, cfg)
+	sim.Add(nodes)
+	go sim.Run(ctx)
+	return sim, client
+}
+
 // TestSimulatorRenewsAndReports runs the simulator against a fake API for
 // a moment: every node's Lease is created and then renewed with Update,
 // and node status is patched.
 func TestSimulatorRenewsAndReports(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := fake.NewSimpleClientset()
-	if err := leaseflood.RegisterNodes(ctx, client, 0, 3, 2); err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{RenewInterval: 50 * time.Millisecond, LeaseDuration: time.Second, StatusInterval: 100 * time.Millisecond, Workers: 2, Clients: 1}
-	sim := withClients([]kubernetes.Interface{client}, cfg)
-	sim.Add(3)
-	go sim.Run(ctx)
+	sim, client := runOnFakeAPI(ctx, t, 3, cfg)
 	deadline := time.Now().Add(10 * time.Second)
 	for s := sim.Stats(); s.Renewals < 9 || s.StatusUpdates < 3; s = sim.Stats() {
 		if time.Now().After(deadline) {
@@ -210,14 +218,8 @@ func TestWithoutLeaseCountsEachNodeOnce(t *testing.T) {
 func TestFinishedBeatWakesTheDispatcher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := fake.NewSimpleClientset()
-	if err := leaseflood.RegisterNodes(ctx, client, 0, 1, 1); err != nil {
-		t.Fatal(err)
-	}
 	cfg := Config{RenewInterval: 20 * time.Millisecond, LeaseDuration: time.Second, StatusInterval: time.Minute, Workers: 1, Clients: 1}
-	sim := withClients([]kubernetes.Interface{client}, cfg)
-	sim.Add(1)
-	go sim.Run(ctx)
+	sim, _ := runOnFakeAPI(ctx, t, 1, cfg)
 	deadline := time.Now().Add(10 * time.Second)
 	for sim.Stats().Renewals < 10 {
 		if time.Now().After(deadline) {
