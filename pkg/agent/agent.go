@@ -76,6 +76,11 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if dropped, err := p.dropClusterCAServingCert(); err != nil {
+		return err
+	} else if dropped {
+		fmt.Fprintf(out, "k1m agent: the kubelet's serving certificate was signed by the cluster CA (before kubelet serving certificates had a CA of their own): removed, the kubelet asks for a new one\n")
+	}
 	if err := podnet.EnableForwarding(); err != nil {
 		return err
 	}

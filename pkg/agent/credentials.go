@@ -54,3 +54,24 @@ func (p paths) forgetCredentials() error {
 	}
 	return nil
 }
+
+// dropClusterCAServingCert removes a kubelet serving certificate signed by
+// the cluster CA, which servers issued before kubelet serving certificates
+// got a CA of their own: kube-apiserver no longer trusts it for kubelets,
+// and pods would take it for kube-apiserver. The kubelet then asks for a
+// new one (its serving TLS bootstrap). It tells whether it removed one;
+// a missing or unreadable certificate is the kubelet's to replace.
+func (p paths) dropClusterCAServingCert() (bool, error) {
+	cert, err := pki.ReadCertFile(p.kubeletServingCert())
+	if err != nil {
+		return false, nil
+	}
+	ca, err := pki.ReadCertFile(p.caFile())
+	if err != nil || cert.CheckSignatureFrom(ca) != nil {
+		return false, nil
+	}
+	if err := os.Remove(p.kubeletServingCert()); err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,5 +60,36 @@ func TestOwnCredentials(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(p.kubeletClientCert())); !os.IsNotExist(err) {
 		t.Error("forgetCredentials left the client certificate")
+	}
+}
+
+// A serving certificate from the cluster CA (issued before kubelet serving
+// certificates had a CA of their own) is removed so the kubelet asks for a
+// new one; one from the kubelet serving CA stays, and so does a node with
+// none.
+func TestDropClusterCAServingCert(t *testing.T) {
+	cluster, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	serving, _ := pki.LoadOrCreateCA(t.TempDir(), "kubelet-serving-ca", "k1m-kubelet-serving-ca")
+	for _, tc := range []struct {
+		name   string
+		signer *pki.Authority
+		want   bool
+	}{{"cluster CA", cluster, true}, {"kubelet serving CA", serving, false}, {"none yet", nil, false}} {
+		p := node(t, cluster, cluster)
+		if tc.signer != nil {
+			dir := t.TempDir()
+			cert, key, err := tc.signer.LoadOrIssue(dir, pki.Leaf{Name: "serving", CommonName: "system:node:n", Organization: []string{"system:nodes"}, Server: true, IPs: []net.IP{net.ParseIP("fddf:4035:b520::11")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := os.ReadFile(cert)
+			k, _ := os.ReadFile(key)
+			os.WriteFile(p.kubeletServingCert(), append(c, k...), 0o600)
+		}
+		dropped, err := p.dropClusterCAServingCert()
+		_, statErr := os.Stat(p.kubeletServingCert())
+		if err != nil || dropped != tc.want || os.IsNotExist(statErr) != (tc.want || tc.signer == nil) {
+			t.Errorf("serving certificate from %s: dropped %v, %v, file gone %v; want dropped %v", tc.name, dropped, err, os.IsNotExist(statErr), tc.want)
+		}
 	}
 }

@@ -36,9 +36,9 @@ func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir st
 		ClusterDomain:            strings.TrimSuffix(s.ClusterDomain, "."),
 		NodeLeaseDurationSeconds: s.LeaseDurationSeconds,
 		RotateCertificates:       true,
-		// Serving certificate from the cluster CA, through a CSR that k1m's
-		// approver grants for the node's own addresses: kube-apiserver
-		// verifies kubelets.
+		// Serving certificate from the kubelet serving CA, through a CSR
+		// that k1m's approver grants for the node's own addresses:
+		// kube-apiserver verifies kubelets.
 		ServerTLSBootstrap:          true,
 		FailSwapOn:                  ptr.To(false),
 		SerializeImagePulls:         ptr.To(false),

@@ -12,6 +12,9 @@ func (p paths) kubeletConfig() string { return filepath.Join(p.data, "kubelet-co
 func (p paths) kubeletClientCert() string {
 	return filepath.Join(p.kubeletPKI(), "kubelet-client-current.pem")
 }
+func (p paths) kubeletServingCert() string {
+	return filepath.Join(p.kubeletPKI(), "kubelet-server-current.pem")
+}
 func (p paths) bootstrapKubeconfig() string { return filepath.Join(p.data, "bootstrap.kubeconfig") }
 func (p paths) kubeletKubeconfig() string   { return filepath.Join(p.data, "kubelet.kubeconfig") }
 func (p paths) containerdRoot() string      { return filepath.Join(p.data, "containerd") }

@@ -9,8 +9,10 @@
 //     certificate, with its own credentials, stay with the controller
 //     manager's selfnodeclient approval.)
 //   - a kubelet serving certificate, asked for by a node with its own
-//     credentials, for names and addresses its Node object holds. With it
-//     kube-apiserver verifies kubelets (--kubelet-certificate-authority).
+//     credentials, for names and addresses its Node object holds and that
+//     are not the control plane's (ControlPlane). With it kube-apiserver
+//     verifies kubelets (--kubelet-certificate-authority, the kubelet
+//     serving CA, which nothing else trusts).
 package approver
 
 import (
@@ -52,6 +54,8 @@ type Approver struct {
 	Client kubernetes.Interface
 	// BootstrapGroup is the extra group of k1m's join tokens.
 	BootstrapGroup string
+	// ControlPlane is refused in serving certificates.
+	ControlPlane ControlPlane
 }
 
 type verdict struct {
@@ -214,6 +218,11 @@ func (a *Approver) decideServing(ctx context.Context, csr *certv1.CertificateSig
 	ips, dns := nodeAddresses(node)
 	if len(ips) == 0 {
 		return nil, errNotYet{"node " + name + " has no address yet"}
+	}
+	// Before the node's own addresses: a node can put any address in its
+	// status.
+	if v, err := a.ControlPlane.refuse(ctx, name, req.IPAddresses, req.DNSNames); v != nil || err != nil {
+		return v, err
 	}
 	for _, ip := range req.IPAddresses {
 		if !ips.Has(ip.String()) {

@@ -10,11 +10,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net"
+	"net/netip"
+	"slices"
 	"testing"
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -57,7 +61,7 @@ func (r request) csr(t *testing.T) *certv1.CertificateSigningRequest {
 	}
 }
 
-func join(name, node string, key crypto.Signer) request {
+func joinRequest(name, node string, key crypto.Signer) request {
 	return request{name: name, cn: "system:node:" + node, signer: certv1.KubeAPIServerClientKubeletSignerName,
 		user: "system:bootstrap:abcdef", groups: []string{"system:bootstrappers", group, "system:authenticated"}, key: key}
 }
@@ -69,7 +73,7 @@ func serving(name, node string, ips []net.IP, dns []string) request {
 
 // approvedJoin is a join request for node that was approved before.
 func approvedJoin(t *testing.T, name, node string, key crypto.Signer) *certv1.CertificateSigningRequest {
-	r := join(name, node, key)
+	r := joinRequest(name, node, key)
 	r.conditions = []certv1.CertificateSigningRequestCondition{{Type: certv1.CertificateApproved, Status: corev1.ConditionTrue}}
 	return r.csr(t)
 }
@@ -83,7 +87,7 @@ func node(name string, addrs ...corev1.NodeAddress) *corev1.Node {
 func decided(t *testing.T, objects []runtime.Object, want string) (*certv1.CertificateSigningRequestCondition, error) {
 	t.Helper()
 	client := fake.NewSimpleClientset(objects...)
-	a := &Approver{Client: client, BootstrapGroup: group}
+	a := &Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}
 	before, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
 	err := a.Sync(context.Background(), want)
 	after, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
@@ -104,18 +108,18 @@ func TestJoinTokenGetsANewNodeButNeverAnExistingOne(t *testing.T) {
 		reason  string
 		message string
 	}{
-		{"a new name", []runtime.Object{join("csr-a", "agent-1", key).csr(t)}, certv1.CertificateApproved, ReasonApproved,
+		{"a new name", []runtime.Object{joinRequest("csr-a", "agent-1", key).csr(t)}, certv1.CertificateApproved, ReasonApproved,
 			"new node agent-1 joined with a token of " + group},
-		{"a name that is a Node", []runtime.Object{join("csr-a", "agent-1", key).csr(t), node("agent-1")}, certv1.CertificateDenied, ReasonNodeExists,
+		{"a name that is a Node", []runtime.Object{joinRequest("csr-a", "agent-1", key).csr(t), node("agent-1")}, certv1.CertificateDenied, ReasonNodeExists,
 			"node agent-1 exists already: a join token adds new nodes and cannot take over one; to join a machine again under this name, delete the Node first (k1m kubectl delete node agent-1)"},
-		{"a name already issued to another key", []runtime.Object{join("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", otherKey)},
+		{"a name already issued to another key", []runtime.Object{joinRequest("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", otherKey)},
 			certv1.CertificateDenied, ReasonNameTaken,
 			"a client certificate for node agent-1 was issued to another key (CSR csr-first): a join token cannot take over a node name; delete that CSR if the machine it went to is gone"},
-		{"the same key asking again", []runtime.Object{join("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", key)},
+		{"the same key asking again", []runtime.Object{joinRequest("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", key)},
 			certv1.CertificateApproved, ReasonApproved, "new node agent-1 joined with a token of " + group},
-		{"a client request with an IP SAN", []runtime.Object{func() runtime.Object { r := join("csr-a", "agent-1", key); r.ips = []net.IP{ip}; return r.csr(t) }()},
+		{"a client request with an IP SAN", []runtime.Object{func() runtime.Object { r := joinRequest("csr-a", "agent-1", key); r.ips = []net.IP{ip}; return r.csr(t) }()},
 			certv1.CertificateDenied, ReasonInvalidRequest, "not a kubelet client certificate request: IP subjectAltNames are not allowed"},
-		{"an upper-case node name", []runtime.Object{join("csr-a", "Agent-1", key).csr(t)}, certv1.CertificateDenied, ReasonInvalidRequest,
+		{"an upper-case node name", []runtime.Object{joinRequest("csr-a", "Agent-1", key).csr(t)}, certv1.CertificateDenied, ReasonInvalidRequest,
 			`node name "Agent-1" is not a lower-case DNS-1123 subdomain: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 	}
 	for _, c := range cases {
@@ -131,9 +135,9 @@ func TestJoinTokenGetsANewNodeButNeverAnExistingOne(t *testing.T) {
 }
 
 func TestRenewalsAndOtherSignersAreLeftAlone(t *testing.T) {
-	renewal := join("csr-a", "agent-1", newKey(t))
+	renewal := joinRequest("csr-a", "agent-1", newKey(t))
 	renewal.user, renewal.groups = "system:node:agent-1", []string{"system:nodes", "system:authenticated"}
-	other := join("csr-b", "agent-1", newKey(t))
+	other := joinRequest("csr-b", "agent-1", newKey(t))
 	other.signer = "example.com/signer"
 	for _, r := range []request{renewal, other} {
 		got, err := decided(t, []runtime.Object{r.csr(t)}, r.name)
@@ -156,10 +160,10 @@ func TestServingCertificateOnlyForTheNodesOwnAddresses(t *testing.T) {
 	}{
 		{"own address and name", withKey(serving("csr-a", "agent-1", []net.IP{own}, []string{"agent-1"})), certv1.CertificateApproved, ReasonApproved,
 			"serving certificate for node agent-1's own addresses"},
-		{"a foreign address", withKey(serving("csr-a", "agent-1", []net.IP{own, net.ParseIP("fddf:4035:b520::1")}, nil)), certv1.CertificateDenied, ReasonNotOwnAddress,
-			"IP fddf:4035:b520::1 is not an address of node agent-1 (it has fddf:4035:b520::11)"},
-		{"a foreign name", withKey(serving("csr-a", "agent-1", []net.IP{own}, []string{"kubernetes.default"})), certv1.CertificateDenied, ReasonNotOwnAddress,
-			"DNS name kubernetes.default is not a name of node agent-1 (it has agent-1)"},
+		{"a foreign address", withKey(serving("csr-a", "agent-1", []net.IP{own, net.ParseIP("fddf:4035:b520::12")}, nil)), certv1.CertificateDenied, ReasonNotOwnAddress,
+			"IP fddf:4035:b520::12 is not an address of node agent-1 (it has fddf:4035:b520::11)"},
+		{"a foreign name", withKey(serving("csr-a", "agent-1", []net.IP{own}, []string{"agent-2"})), certv1.CertificateDenied, ReasonNotOwnAddress,
+			"DNS name agent-2 is not a name of node agent-1 (it has agent-1)"},
 		{"another node's request", func() request {
 			r := withKey(serving("csr-a", "agent-1", []net.IP{own}, nil))
 			r.user = "system:node:agent-2"
@@ -181,5 +185,95 @@ func TestServingCertificateOnlyForTheNodesOwnAddresses(t *testing.T) {
 	var notYet errNotYet
 	if got != nil || !errors.As(err, &notYet) {
 		t.Errorf("no Node yet: decided %+v, %v; want it left pending", got, err)
+	}
+}
+
+// testControlPlane is a cluster of two servers, server-1 (published with
+// its node) and one known only from the kubernetes Service's endpoints.
+var testControlPlane = ControlPlane{
+	ServiceCIDR:   netip.MustParsePrefix("fddf:4035:b510::/108"),
+	ClusterDomain: "cluster.local",
+	Servers: func(context.Context) (map[string][]netip.Addr, error) {
+		return map[string][]netip.Addr{"server-1": {netip.MustParseAddr("fddf:4035:b520::1")}, "": {netip.MustParseAddr("fddf:4035:b520::2")}}, nil
+	},
+}
+
+// A node writes its own status: whatever it puts there, a serving
+// certificate for a control-plane name or address is denied with a named
+// reason (the attack: kubernetes.default.svc and the kubernetes Service IP
+// added to the node's status, then asked for). A server's own node keeps
+// its server's address and name.
+func TestServingCertificateNeverForTheControlPlane(t *testing.T) {
+	own := net.ParseIP("fddf:4035:b520::11")
+	claimed := []string{"fddf:4035:b510::1", "::1", "127.0.0.1", "fe80::1", "fddf:4035:b520::1", "fddf:4035:b520::2"}
+	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: own.String()}, {Type: corev1.NodeHostName, Address: "agent-1"}}
+	for _, ip := range claimed {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
+	}
+	for _, name := range []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "web.default.svc", "localhost", "api.localhost", "x.pod.cluster.local", "server-1"} {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: name})
+	}
+	attacker := node("agent-1", addrs...)
+	const tail = ": a kubelet serving certificate may name only the node's own "
+	cases := []struct {
+		name    string
+		ips     []net.IP
+		dns     []string
+		message string
+	}{
+		{"the kubernetes Service IP", []net.IP{own, net.ParseIP("fddf:4035:b510::1")}, nil,
+			"IP fddf:4035:b510::1 is in the service range fddf:4035:b510::/108 (the kubernetes Service and every ClusterIP)" + tail + "addresses"},
+		{"IPv6 loopback", []net.IP{net.ParseIP("::1")}, nil, "IP ::1 is a loopback, link-local, multicast or unspecified address" + tail + "addresses"},
+		{"IPv4 loopback", []net.IP{net.ParseIP("127.0.0.1")}, nil, "IP 127.0.0.1 is a loopback, link-local, multicast or unspecified address" + tail + "addresses"},
+		{"link-local", []net.IP{net.ParseIP("fe80::1")}, nil, "IP fe80::1 is a loopback, link-local, multicast or unspecified address" + tail + "addresses"},
+		{"a published server's address", []net.IP{net.ParseIP("fddf:4035:b520::1")}, nil, "IP fddf:4035:b520::1 is an address of server server-1" + tail + "addresses"},
+		{"an API server endpoint", []net.IP{net.ParseIP("fddf:4035:b520::2")}, nil, "IP fddf:4035:b520::2 is an address of kube-apiserver" + tail + "addresses"},
+		{"kubernetes.default.svc", []net.IP{own}, []string{"kubernetes.default.svc"},
+			"DNS name kubernetes.default.svc is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
+		{"kubernetes", []net.IP{own}, []string{"kubernetes"}, "DNS name kubernetes is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
+		{"the full Service name", []net.IP{own}, []string{"kubernetes.default.svc.cluster.local"},
+			"DNS name kubernetes.default.svc.cluster.local is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
+		{"another Service", []net.IP{own}, []string{"web.default.svc"}, "DNS name web.default.svc is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
+		{"localhost", []net.IP{own}, []string{"localhost"}, "DNS name localhost is loopback" + tail + "names"},
+		{"under localhost", []net.IP{own}, []string{"api.localhost"}, "DNS name api.localhost is loopback" + tail + "names"},
+		{"the cluster domain", []net.IP{own}, []string{"x.pod.cluster.local"}, "DNS name x.pod.cluster.local is in the cluster domain cluster.local" + tail + "names"},
+		{"a server's node name", []net.IP{own}, []string{"server-1"},
+			"DNS name server-1 is the node name of server server-1, which kube-apiserver's certificate names" + tail + "names"},
+	}
+	for _, c := range cases {
+		r := serving("csr-a", "agent-1", c.ips, c.dns)
+		r.key = newKey(t)
+		got, err := decided(t, []runtime.Object{r.csr(t), attacker}, "csr-a")
+		if err != nil || got == nil || got.Type != certv1.CertificateDenied || got.Reason != ReasonControlPlane || got.Message != c.message {
+			t.Errorf("%s: %v\n got %+v\nwant Denied %s %q", c.name, err, got, ReasonControlPlane, c.message)
+		}
+	}
+	// The positive control: server-1's own node, for its own address and name.
+	server := node("server-1", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fddf:4035:b520::1"}, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "server-1"})
+	r := serving("csr-a", "server-1", []net.IP{net.ParseIP("fddf:4035:b520::1")}, []string{"server-1"})
+	r.key = newKey(t)
+	got, err := decided(t, []runtime.Object{r.csr(t), server}, "csr-a")
+	if err != nil || got == nil || got.Type != certv1.CertificateApproved {
+		t.Errorf("a server's node for its own address and name: %+v, %v; want Approved", got, err)
+	}
+}
+
+// The servers' addresses come from the published servers, this server and
+// the kubernetes Service's endpoints.
+func TestServersOf(t *testing.T) {
+	client := fake.NewSimpleClientset(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "k1m-server-bootstrap"},
+			Data: map[string]string{"server.server-2": "https://[fddf:4035:b520::2]:6443", "token.abcdef": "sealed"}},
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"fddf:4035:b520::1"}}, {Addresses: []string{"fddf:4035:b520::2"}}, {Addresses: []string{"fddf:4035:b520::3"}}}},
+	)
+	got, err := ServersOf(client, "server-1", []netip.Addr{netip.MustParseAddr("fddf:4035:b520::1")})(context.Background())
+	want := map[string][]netip.Addr{
+		"server-1": {netip.MustParseAddr("fddf:4035:b520::1")},
+		"server-2": {netip.MustParseAddr("fddf:4035:b520::2")},
+		"":         {netip.MustParseAddr("fddf:4035:b520::3")},
+	}
+	if err != nil || !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("ServersOf: %v, %v; want %v", got, err, want)
 	}
 }

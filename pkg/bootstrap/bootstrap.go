@@ -20,11 +20,12 @@ import (
 	"path/filepath"
 	"sort"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // SharedFiles are the files of DATA-DIR/tls every server of a cluster holds
-// the same copy of: the three CAs with their keys, the service-account
+// the same copy of: the four CAs with their keys, the service-account
 // key pair (every server signs and checks the same tokens), and the
 // secrets-encryption key when Secrets are encrypted. Each server issues its
 // own leaf certificates from these CAs.
@@ -32,6 +33,7 @@ var SharedFiles = []string{
 	"ca.crt", "ca.key",
 	"etcd-ca.crt", "etcd-ca.key",
 	"front-proxy-ca.crt", "front-proxy-ca.key",
+	constants.KubeletServingCA + ".crt", constants.KubeletServingCA + ".key",
 	"service-account.key", "service-account.key.pub",
 }
 

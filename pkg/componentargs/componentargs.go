@@ -37,7 +37,7 @@ var (
 		"client-ca-file":                   "k1m keeps the cluster CA",
 		"tls-cert-file":                    "k1m keeps kube-apiserver's serving certificate",
 		"tls-private-key-file":             "k1m keeps kube-apiserver's serving certificate",
-		"kubelet-certificate-authority":    "k1m keeps the cluster CA",
+		"kubelet-certificate-authority":    "k1m keeps the kubelet serving CA",
 		"kubelet-client-certificate":       "k1m keeps kube-apiserver's kubelet client certificate",
 		"kubelet-client-key":               "k1m keeps kube-apiserver's kubelet client certificate",
 		"requestheader-client-ca-file":     "k1m keeps the front-proxy CA",
@@ -52,17 +52,25 @@ var (
 		"enable-bootstrap-token-auth":      "k1m joins nodes with bootstrap tokens",
 	}}
 	ControllerManager = Component{Name: "kube-controller-manager", Flag: "--kube-controller-manager-arg", owned: map[string]string{
-		"kubeconfig":                       "k1m writes the controller-manager's kubeconfig",
-		"cluster-cidr":                     "use --cluster-cidr",
-		"allocate-node-cidrs":              "k1m's pod network needs node ranges",
-		"node-cidr-mask-size-ipv6":         "k1m cuts /64 node ranges",
-		"service-cluster-ip-range":         "use --service-cidr",
-		"cluster-signing-cert-file":        "k1m keeps the cluster CA",
-		"cluster-signing-key-file":         "k1m keeps the cluster CA",
-		"root-ca-file":                     "k1m keeps the cluster CA",
-		"service-account-private-key-file": "k1m keeps the service-account key",
-		"node-monitor-grace-period":        "use --node-lease-renew-interval (the grace period follows it)",
-		"node-lease-duration":              "use --node-lease-renew-interval (the lease duration follows it)",
+		"kubeconfig":                                      "k1m writes the controller-manager's kubeconfig",
+		"cluster-cidr":                                    "use --cluster-cidr",
+		"allocate-node-cidrs":                             "k1m's pod network needs node ranges",
+		"node-cidr-mask-size-ipv6":                        "k1m cuts /64 node ranges",
+		"service-cluster-ip-range":                        "use --service-cidr",
+		"cluster-signing-cert-file":                       "k1m keeps the cluster CA",
+		"cluster-signing-key-file":                        "k1m keeps the cluster CA",
+		"cluster-signing-kubelet-serving-cert-file":       "k1m keeps the kubelet serving CA",
+		"cluster-signing-kubelet-serving-key-file":        "k1m keeps the kubelet serving CA",
+		"cluster-signing-kubelet-client-cert-file":        "k1m keeps the cluster CA",
+		"cluster-signing-kubelet-client-key-file":         "k1m keeps the cluster CA",
+		"cluster-signing-kube-apiserver-client-cert-file": "k1m keeps the cluster CA",
+		"cluster-signing-kube-apiserver-client-key-file":  "k1m keeps the cluster CA",
+		"cluster-signing-legacy-unknown-cert-file":        "k1m leaves the legacy-unknown signer off (certificates/v1 refuses it)",
+		"cluster-signing-legacy-unknown-key-file":         "k1m leaves the legacy-unknown signer off (certificates/v1 refuses it)",
+		"root-ca-file":                                    "k1m keeps the cluster CA",
+		"service-account-private-key-file":                "k1m keeps the service-account key",
+		"node-monitor-grace-period":                       "use --node-lease-renew-interval (the grace period follows it)",
+		"node-lease-duration":                             "use --node-lease-renew-interval (the lease duration follows it)",
 	}}
 	Scheduler = Component{Name: "kube-scheduler", Flag: "--kube-scheduler-arg", owned: map[string]string{
 		"kubeconfig":                "k1m writes the scheduler's kubeconfig",
@@ -123,19 +131,40 @@ func (c Component) Parse(values []string) ([]Arg, error) {
 	return args, nil
 }
 
-// lockedByTheSeries refuses what patch 0001 locks: the B-tree watch cache
-// (the hashmap store is what k1m is measured with).
+// lockedByTheSeries refuses what patch 0001 locks (the B-tree watch
+// cache: the hashmap store is what k1m is measured with) and what would
+// switch off NodeRestriction, which keeps a node's credentials to its own
+// Node, Pods and Lease: --enable-admission-plugins replaces k1m's list, so
+// one without NodeRestriction would drop it without a word.
 func (c Component) lockedByTheSeries(name, value string) error {
-	if c.Name != APIServer.Name || name != "feature-gates" {
+	if c.Name != APIServer.Name {
 		return nil
 	}
-	for _, gate := range strings.Split(value, ",") {
-		if g, v, _ := strings.Cut(strings.TrimSpace(gate), "="); g == "BtreeWatchCache" && strings.TrimSpace(v) != "false" {
-			return fmt.Errorf("collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)")
+	list := strings.Split(value, ",")
+	has := func(item string) bool {
+		return slices.ContainsFunc(list, func(s string) bool { return strings.TrimSpace(s) == item })
+	}
+	switch name {
+	case "feature-gates":
+		for _, gate := range list {
+			if g, v, _ := strings.Cut(strings.TrimSpace(gate), "="); g == "BtreeWatchCache" && strings.TrimSpace(v) != "false" {
+				return fmt.Errorf("collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)")
+			}
+		}
+	case "enable-admission-plugins":
+		if !has(NodeRestriction) {
+			return fmt.Errorf("drops %s, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease): list it too, e.g. --kube-apiserver-arg=enable-admission-plugins=%s,%s", NodeRestriction, NodeRestriction, value)
+		}
+	case "disable-admission-plugins":
+		if has(NodeRestriction) {
+			return fmt.Errorf("disables %s, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease)", NodeRestriction)
 		}
 	}
 	return nil
 }
+
+// NodeRestriction is the admission plugin no pass-through flag may drop.
+const NodeRestriction = "NodeRestriction"
 
 // Merge returns base with each pass-through flag applied: a flag k1m set
 // gets the given value in place, any other is added at the end. base holds

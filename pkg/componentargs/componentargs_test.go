@@ -7,11 +7,11 @@ import (
 )
 
 func TestParseAcceptsNameValue(t *testing.T) {
-	got, err := APIServer.Parse([]string{"max-requests-inflight=800", "--audit-log-maxage=7", "feature-gates=BtreeWatchCache=false,WatchList=true", "profiling=true", "runtime-config="})
+	got, err := APIServer.Parse([]string{"max-requests-inflight=800", "--audit-log-maxage=7", "feature-gates=BtreeWatchCache=false,WatchList=true", "profiling=true", "runtime-config=", "enable-admission-plugins=NodeRestriction,PodNodeSelector"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Arg{{"max-requests-inflight", "800"}, {"audit-log-maxage", "7"}, {"feature-gates", "BtreeWatchCache=false,WatchList=true"}, {"profiling", "true"}, {"runtime-config", ""}}
+	want := []Arg{{"max-requests-inflight", "800"}, {"audit-log-maxage", "7"}, {"feature-gates", "BtreeWatchCache=false,WatchList=true"}, {"profiling", "true"}, {"runtime-config", ""}, {"enable-admission-plugins", "NodeRestriction,PodNodeSelector"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -26,6 +26,8 @@ func TestParseRefusesWithNamedErrors(t *testing.T) {
 		{APIServer, "etcd-servers=https://[::1]:9999", `--kube-apiserver-arg "etcd-servers=https://[::1]:9999" collides with --etcd-servers, which k1m sets for kube-apiserver itself: k1m runs the durable etcd`},
 		{APIServer, "--service-cluster-ip-range=fd00::/108", `--kube-apiserver-arg "--service-cluster-ip-range=fd00::/108" collides with --service-cluster-ip-range, which k1m sets for kube-apiserver itself: use --service-cidr`},
 		{APIServer, "feature-gates=WatchList=true,BtreeWatchCache=true", `--kube-apiserver-arg "feature-gates=WatchList=true,BtreeWatchCache=true": collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)`},
+		{APIServer, "enable-admission-plugins=PodNodeSelector", `--kube-apiserver-arg "enable-admission-plugins=PodNodeSelector": drops NodeRestriction, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease): list it too, e.g. --kube-apiserver-arg=enable-admission-plugins=NodeRestriction,PodNodeSelector`},
+		{APIServer, "disable-admission-plugins=PodSecurity, NodeRestriction", `--kube-apiserver-arg "disable-admission-plugins=PodSecurity, NodeRestriction": disables NodeRestriction, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease)`},
 		{APIServer, "profiling", `--kube-apiserver-arg "profiling": want ` + Form},
 		{APIServer, "=true", `--kube-apiserver-arg "=true": want ` + Form},
 		{APIServer, "Max_Requests=1", `--kube-apiserver-arg "Max_Requests=1": want ` + Form},

@@ -98,6 +98,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--ephemeral-data-dir=/var/lib/k1m/server":      "--ephemeral-data-dir /var/lib/k1m/server is, holds or lies inside",
 		"--https-listen-port=0":                         "--https-listen-port 0: want a port",
 		"--token=short":                                 "--token: the token secret \"<redacted>\" is not a bootstrap token",
+		"--token=abcdef.0123456789abcdef":               "--token: the token secret abcdef.<redacted> is the documentation's example, which anyone can read: choose your own (k1m token create prints a random one) or leave it empty to have one generated",
 		"--etcd-snapshot-schedule-cron=every day":       `--etcd-snapshot-schedule-cron "every day": expected exactly 5 fields, found 2: [every day]; want cron's five fields`,
 		"--etcd-snapshot-retention=0":                   "--etcd-snapshot-retention 0: want 1 or more snapshots kept",
 		"--cluster-reset-restore-path=/tmp/snap":        "--cluster-reset-restore-path /tmp/snap without --cluster-reset: add --cluster-reset to restore it",

@@ -340,5 +340,8 @@ func checkTokenSecret(token string) error {
 	if err := pki.CheckSecret(token); err != nil {
 		return fmt.Errorf("--token: %v (or leave it empty to have one generated)", err)
 	}
+	if err := pki.CheckChosenSecret(token); err != nil {
+		return fmt.Errorf("--token: %v", err)
+	}
 	return nil
 }

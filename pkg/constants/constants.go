@@ -45,6 +45,11 @@ func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, Admi
 // directory (what `k1m kubectl` uses when KUBECONFIG is unset).
 var DefaultAdminKubeconfig = AdminKubeconfig(DefaultServerDataDir)
 
+// KubeletServingCA names, in a server's DATA-DIR/tls, the CA that signs
+// the kubelets' serving certificates (KubeletServingCA+".crt" and ".key"):
+// a trust domain of its own, trusted by kube-apiserver for kubelets only.
+const KubeletServingCA = "kubelet-serving-ca"
+
 // k1m's address plan: one unique local block, fddf:4035:b500::/40, clear
 // of the fd00::/64 hosts commonly use (docs/server.md).
 const (

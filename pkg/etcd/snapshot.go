@@ -202,7 +202,12 @@ func (s Snapshots) Delete(name string) error {
 }
 
 // Prune deletes the oldest snapshots named PREFIX-... until retain are
-// left, and returns the names it deleted.
+// left, and returns the names it deleted. Oldest is by the etcd revision
+// each holds (a restore only moves revisions forward), then by creation
+// time: a clock set forward once and back would otherwise make the
+// snapshots taken after it look older than the one taken at the wrong
+// time, and prune every one of them at once. A snapshot without k1m's
+// record (copied in by hand) is read for its revision.
 func (s Snapshots) Prune(prefix string, retain int) ([]string, error) {
 	if retain < 1 {
 		return nil, fmt.Errorf("retention %d: want at least 1 snapshot kept", retain)
@@ -213,10 +218,22 @@ func (s Snapshots) Prune(prefix string, retain int) ([]string, error) {
 	}
 	var mine []SnapshotInfo
 	for _, info := range all {
-		if strings.HasPrefix(info.Name, prefix+"-") {
-			mine = append(mine, info)
+		if !strings.HasPrefix(info.Name, prefix+"-") {
+			continue
 		}
+		if info.Revision == 0 {
+			if read, err := describe(filepath.Join(s.Dir, info.Name)); err == nil {
+				info.Revision = read.Revision
+			}
+		}
+		mine = append(mine, info)
 	}
+	sort.SliceStable(mine, func(i, j int) bool {
+		if mine[i].Revision != mine[j].Revision {
+			return mine[i].Revision < mine[j].Revision
+		}
+		return mine[i].CreatedAt.Before(mine[j].CreatedAt)
+	})
 	var deleted []string
 	for len(mine) > retain {
 		if err := s.Delete(mine[0].Name); err != nil {

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,5 +208,28 @@ func TestCheckSnapshotPrefix(t *testing.T) {
 		if err := CheckSnapshotPrefix(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// A clock set forward for one snapshot, then back: the later snapshots
+// hold higher revisions and are kept; the one with the wrong time, the
+// oldest by revision, goes first.
+func TestPruneByRevisionNotClock(t *testing.T) {
+	store := Snapshots{Dir: t.TempDir()}
+	year := 365 * 24 * time.Hour
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i, s := range []SnapshotInfo{
+		{Name: "etcd-snapshot-n-1", Revision: 100, CreatedAt: base.Add(year)}, // the clock a year ahead
+		{Name: "etcd-snapshot-n-2", Revision: 200, CreatedAt: base.Add(time.Hour)},
+		{Name: "etcd-snapshot-n-3", Revision: 300, CreatedAt: base.Add(2 * time.Hour)},
+		{Name: "etcd-snapshot-n-4", Revision: 400, CreatedAt: base.Add(3 * time.Hour)},
+	} {
+		os.WriteFile(filepath.Join(store.Dir, s.Name), []byte{byte(i)}, 0o600)
+		data, _ := json.Marshal(s)
+		os.WriteFile(filepath.Join(store.Dir, s.Name+metadataSuffix), data, 0o600)
+	}
+	deleted, err := store.Prune(ScheduledPrefix, 3)
+	if want := []string{"etcd-snapshot-n-1"}; err != nil || !reflect.DeepEqual(deleted, want) {
+		t.Errorf("pruned %v, %v; want %v", deleted, err, want)
 	}
 }

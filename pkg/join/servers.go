@@ -173,3 +173,23 @@ func parseServerBootstrap(data map[string]string, tokenID string) (ServerBootstr
 	out.Sealed = []byte(sealed)
 	return out, nil
 }
+
+// PublishedServers lists the kube-apiserver URL each server of a
+// multi-server cluster published, by its node name (none for a lone
+// server).
+func PublishedServers(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return map[string]string{}, nil
+	case err != nil:
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range cm.Data {
+		if node, ok := strings.CutPrefix(k, serverKeyPrefix); ok {
+			out[node] = v
+		}
+	}
+	return out, nil
+}

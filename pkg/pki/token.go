@@ -55,6 +55,22 @@ func CheckSecret(secret string) error {
 	return nil
 }
 
+// ExampleSecret is the token the documentation (k1m's, kubeadm's) shows:
+// known to everyone, so never a cluster's own.
+const ExampleSecret = "abcdef.0123456789abcdef"
+
+// CheckChosenSecret checks a secret an operator chose for a new cluster:
+// the bootstrap-token form, and not the documentation's example.
+func CheckChosenSecret(secret string) error {
+	if err := CheckSecret(secret); err != nil {
+		return err
+	}
+	if secret == ExampleSecret {
+		return fmt.Errorf("the token secret %s is the documentation's example, which anyone can read: choose your own (k1m token create prints a random one) or leave it empty to have one generated", redact(secret))
+	}
+	return nil
+}
+
 // TokenID is the public half of the secret (the bootstrap token's ID);
 // the other half is never logged.
 func (t Token) TokenID() string { return strings.SplitN(t.Secret, ".", 2)[0] }

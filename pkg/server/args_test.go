@@ -48,7 +48,7 @@ func testCerts() *certs {
 		return authority{Authority: &pki.Authority{}, cert: "/t/" + name + ".crt", key: "/t/" + name + ".key"}
 	}
 	p := func(name string) pair { return pair{"/t/" + name + ".crt", "/t/" + name + ".key"} }
-	return &certs{dir: "/t", cluster: ca("ca"), etcd: ca("etcd-ca"), frontProxy: ca("front-proxy-ca"),
+	return &certs{dir: "/t", cluster: ca("ca"), etcd: ca("etcd-ca"), frontProxy: ca("front-proxy-ca"), kubeletServing: ca("kubelet-serving-ca"),
 		apiserver: p("apiserver"), kubeletClient: p("apiserver-kubelet-client"), admin: p("admin"),
 		controllerManager: p("controller-manager"), scheduler: p("scheduler"),
 		etcdServer: p("etcd-server"), etcdClient: p("apiserver-etcd-client"), frontProxyClient: p("front-proxy-client"),
@@ -76,7 +76,7 @@ var wantAPIServer = []string{
 	"--tls-private-key-file=/t/apiserver.key",
 	"--kubelet-client-certificate=/t/apiserver-kubelet-client.crt",
 	"--kubelet-client-key=/t/apiserver-kubelet-client.key",
-	"--kubelet-certificate-authority=/t/ca.crt",
+	"--kubelet-certificate-authority=/t/kubelet-serving-ca.crt",
 	"--kubelet-preferred-address-types=InternalIP,Hostname",
 	"--requestheader-client-ca-file=/t/front-proxy-ca.crt",
 	"--requestheader-allowed-names=front-proxy-client",
@@ -210,8 +210,12 @@ func TestControllerArgs(t *testing.T) {
 		"--cluster-cidr="+config.DefaultClusterCIDR,
 		"--node-cidr-mask-size-ipv6=64",
 		"--service-cluster-ip-range=fddf:4035:b510::/108",
-		"--cluster-signing-cert-file=/t/ca.crt",
-		"--cluster-signing-key-file=/t/ca.key",
+		"--cluster-signing-kubelet-serving-cert-file=/t/kubelet-serving-ca.crt",
+		"--cluster-signing-kubelet-serving-key-file=/t/kubelet-serving-ca.key",
+		"--cluster-signing-kubelet-client-cert-file=/t/ca.crt",
+		"--cluster-signing-kubelet-client-key-file=/t/ca.key",
+		"--cluster-signing-kube-apiserver-client-cert-file=/t/ca.crt",
+		"--cluster-signing-kube-apiserver-client-key-file=/t/ca.key",
 		"--root-ca-file=/t/ca.crt",
 		"--service-account-private-key-file=/t/service-account.key",
 		"--use-service-account-credentials=true",

@@ -69,7 +69,7 @@ func TestRunningServerRenewsDueCertificates(t *testing.T) {
 	for _, w := range warned {
 		cas = append(cas, strings.Fields(w)[1])
 	}
-	if want := []string{"ca.crt", "etcd-ca.crt", "front-proxy-ca.crt"}; !reflect.DeepEqual(cas, want) {
+	if want := []string{"ca.crt", "etcd-ca.crt", "front-proxy-ca.crt", "kubelet-serving-ca.crt"}; !reflect.DeepEqual(cas, want) {
 		t.Errorf("CA warnings for %v, want %v: %q", cas, want, warned)
 	}
 }

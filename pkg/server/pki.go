@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -14,14 +15,22 @@ import (
 // Each trust domain has its own CA, as kubeadm and k3s keep them, so that a
 // certificate from one domain is worthless in another: above all, what
 // kube-controller-manager signs through the CSR API (cluster CA) opens no
-// etcd (etcd CA).
+// etcd (etcd CA), and a kubelet's serving certificate (kubelet serving CA)
+// is no API server to a pod or an agent.
 type certs struct {
 	dir string
-	// cluster signs kube-apiserver's serving certificate, every client of
-	// kube-apiserver (admin, components, nodes through the CSR API) and
-	// the kubelets' serving certificates; kube-apiserver and kubelets
-	// trust it for clients.
+	// cluster signs kube-apiserver's serving certificate and every client
+	// of kube-apiserver (admin, components, nodes through the CSR API);
+	// kube-apiserver and kubelets trust it for clients, pods and agents
+	// for the API server.
 	cluster authority
+	// kubeletServing signs the kubelets' serving certificates (the
+	// kubernetes.io/kubelet-serving signer); only kube-apiserver trusts it,
+	// and only for kubelets. A node chooses the names in its serving
+	// request, so a certificate from this CA must never be trusted where
+	// the cluster CA's are: a node that slipped the API server's name past
+	// the approver would otherwise pass for kube-apiserver in every pod.
+	kubeletServing authority
 	// etcd signs both etcds' serving and peer certificates and their one
 	// client, kube-apiserver; the etcds trust nothing else.
 	etcd authority
@@ -43,13 +52,14 @@ type authority struct {
 
 type pair struct{ cert, key string }
 
-// caSpecs are the server's CAs: cluster, etcd, front proxy (the order of
-// the certs fields loadOrIssueCerts fills), each with its file name in
-// DATA-DIR/tls and its common name.
+// caSpecs are the server's CAs: cluster, etcd, front proxy, kubelet
+// serving (the order of the certs fields loadOrIssueCerts fills), each
+// with its file name in DATA-DIR/tls and its common name.
 var caSpecs = []struct{ name, commonName string }{
 	{"ca", "k1m-ca"},
 	{"etcd-ca", "k1m-etcd-ca"},
 	{"front-proxy-ca", "k1m-front-proxy-ca"},
+	{constants.KubeletServingCA, "k1m-kubelet-serving-ca"},
 }
 
 // servingNames are what kube-apiserver's serving certificate must cover.
@@ -78,13 +88,15 @@ func (s *Server) phasePKI() (*certs, error) {
 // no longer fits (another CA, a missing SAN, near expiry). On a data
 // directory from before the CAs were split (one ca.crt signed everything)
 // this creates the etcd and front-proxy CAs and reissues just the leaves
-// they now sign; the cluster CA, which every node trusts, stays.
+// they now sign; the cluster CA, which every node trusts, stays. On one
+// from before the kubelet serving CA, this creates it; each node's agent
+// then drops its cluster-CA serving certificate and asks for a new one.
 func loadOrIssueCerts(dir string, names servingNames) (*certs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	c := &certs{dir: dir}
-	into := []*authority{&c.cluster, &c.etcd, &c.frontProxy} // in caSpecs' order
+	into := []*authority{&c.cluster, &c.etcd, &c.frontProxy, &c.kubeletServing} // in caSpecs' order
 	for i, spec := range caSpecs {
 		ca, err := pki.LoadOrCreateCA(dir, spec.name, spec.commonName)
 		if err != nil {

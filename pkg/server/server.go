@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -125,7 +126,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	// Join requests and kubelet serving certificates (pkg/approver).
-	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup}).Run(ctx)
+	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(client)}).Run(ctx)
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := fsutil.WriteFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
@@ -176,6 +177,19 @@ func waitStopped(done <-chan error, timeout time.Duration) {
 	case <-done:
 	case <-time.After(timeout):
 	}
+}
+
+// controlPlane is what the approver refuses in kubelet serving
+// certificates; this server's own node may keep this server's addresses.
+func (s *Server) controlPlane(client kubernetes.Interface) approver.ControlPlane {
+	var own []netip.Addr
+	for _, ip := range append(slices.Clone(s.hostIPs), net.ParseIP(s.advertise)) {
+		if addr, ok := netip.AddrFromSlice(ip); ok {
+			own = append(own, addr.Unmap())
+		}
+	}
+	serviceCIDR, _ := netip.ParsePrefix(s.cfg.ServiceCIDR) // checked by Complete
+	return approver.ControlPlane{ServiceCIDR: serviceCIDR, ClusterDomain: s.cfg.ClusterDomain, Servers: approver.ServersOf(client, s.nodeName, own)}
 }
 
 func (s *Server) step(format string, args ...any) {

@@ -28,10 +28,12 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/secretsenc"
@@ -81,6 +83,7 @@ func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
 	t.Run("EtcdsRefuseNodeCertificates", func(t *testing.T) { testEtcdsRefuseOthers(t, c) })
 	t.Run("EtcdSocketsServeRootOnly", func(t *testing.T) { testEtcdSockets(t, c) })
 	t.Run("KubeletVerifiedAndRefusesAnonymous", func(t *testing.T) { testKubeletTLS(t, c) })
+	t.Run("NodeCannotGetAServingCertificateForTheAPIServer", func(t *testing.T) { testServingCertificateAttack(ctx, t, c) })
 	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
 	t.Run("SecretsEncryptedAtRestAndAudited", func(t *testing.T) { testSecretsAtRest(ctx, t, c) })
 	t.Run("PassThroughFlags", func(t *testing.T) { testPassThrough(ctx, t, c) })
@@ -360,14 +363,14 @@ func testEtcdSockets(t *testing.T, c *cluster) {
 // anonymous is refused, kube-apiserver's kubelet client is served.
 func testKubeletTLS(t *testing.T, c *cluster) {
 	url := "https://[fddf:4035:b520::11]:10250/pods"
-	code, err := httpsGet(t, url, c.tlsFile("ca.crt"), nil)
+	code, err := httpsGet(t, url, c.tlsFile(constants.KubeletServingCA+".crt"), nil)
 	if err != nil {
-		t.Fatalf("the kubelet's serving certificate does not verify against the cluster CA: %v", err)
+		t.Fatalf("the kubelet's serving certificate does not verify against the kubelet serving CA: %v", err)
 	}
 	if code != http.StatusUnauthorized {
 		t.Errorf("anonymous request to the kubelet: HTTP %d, want 401", code)
 	}
-	if code, err := httpsGet(t, url, c.tlsFile("ca.crt"), loadPair(t, c.tlsFile("apiserver-kubelet-client.crt"), c.tlsFile("apiserver-kubelet-client.key"))); err != nil || code != http.StatusOK {
+	if code, err := httpsGet(t, url, c.tlsFile(constants.KubeletServingCA+".crt"), loadPair(t, c.tlsFile("apiserver-kubelet-client.crt"), c.tlsFile("apiserver-kubelet-client.key"))); err != nil || code != http.StatusOK {
 		t.Errorf("kube-apiserver's kubelet client: HTTP %d, %v", code, err)
 	}
 	// Through kube-apiserver, which now verifies each kubelet: logs from
@@ -534,4 +537,112 @@ func testPassThrough(ctx context.Context, t *testing.T, c *cluster) {
 	if got != passThroughTolerance {
 		t.Errorf("--kube-apiserver-arg=default-not-ready-toleration-seconds=%d: a new pod tolerates not-ready for %d s", passThroughTolerance, got)
 	}
+}
+
+// testServingCertificateAttack is the attack of a node that puts the API
+// server's name and the kubernetes Service IP in its own status, then asks
+// for a serving certificate with them, with its own credentials: the
+// status write goes through (a node writes its own status) and the
+// request is denied, naming why. And a real kubelet serving certificate,
+// presented as the API server to a client that trusts what an agent (its
+// DATA-DIR/ca.crt) or a pod (kube-root-ca.crt) trusts, is refused.
+func testServingCertificateAttack(ctx context.Context, t *testing.T, c *cluster) {
+	const node, serviceIP, apiName = "k1m-node-1", "fddf:4035:b510::1", "kubernetes.default.svc"
+	nodeCert := filepath.Join(c.nodeDir(node), "kubelet-pki", "kubelet-client-current.pem")
+	asNode := kubernetes.NewForConfigOrDie(&rest.Config{Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: c.tlsFile("ca.crt"), CertFile: nodeCert, KeyFile: nodeCert}})
+	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalDNS","address":%q},{"type":"ExternalIP","address":%q}]}}`, apiName, serviceIP)
+	if _, err := asNode.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("the node could not write its own status (the attack's first step): %v", err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames: []string{apiName}, IPAddresses: []net.IP{net.ParseIP(serviceIP)}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "k1m-serving-attack"},
+		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName,
+			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+	if _, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the node may ask for serving certificates: %v", err)
+	}
+	defer c.client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{})
+	want := "IP " + serviceIP + " is in the service range fddf:4035:b510::/108 (the kubernetes Service and every ClusterIP): a kubelet serving certificate may name only the node's own addresses"
+	testutil.Eventually(t, time.Minute, "the attack's CSR decided", func() error {
+		got, err := c.client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type != certv1.CertificateDenied || cond.Reason != approver.ReasonControlPlane || cond.Message != want {
+				t.Fatalf("the attack's CSR: %s %s (%s), want Denied %s (%s)", cond.Type, cond.Reason, cond.Message, approver.ReasonControlPlane, want)
+			}
+			return nil
+		}
+		return fmt.Errorf("still pending")
+	})
+	time.Sleep(3 * time.Second) // time for the signer, had it been approved
+	if got, _ := c.client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{}); len(got.Status.Certificate) != 0 {
+		t.Fatal("a serving certificate for the API server's name was issued to a node")
+	}
+
+	// The second line: whatever a kubelet serving certificate names, no
+	// agent or pod takes it for the API server.
+	rootCA, err := c.client.CoreV1().ConfigMaps(testNamespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCA, err := os.ReadFile(filepath.Join(c.nodeDir(node), "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingCA, _ := os.ReadFile(c.tlsFile(constants.KubeletServingCA + ".crt"))
+	kubeletPair := filepath.Join(c.nodeDir(node), "kubelet-pki", "kubelet-server-current.pem")
+	for _, trust := range []struct {
+		who    string
+		caPEM  []byte
+		accept bool
+	}{{"a pod (kube-root-ca.crt)", []byte(rootCA.Data["ca.crt"]), false}, {"an agent (its ca.crt)", agentCA, false}, {"kube-apiserver (the kubelet serving CA)", servingCA, true}} {
+		err := handshakeAsAPIServer(t, loadPair(t, kubeletPair, kubeletPair), trust.caPEM)
+		var unknown x509.UnknownAuthorityError
+		switch {
+		case trust.accept && err != nil:
+			t.Errorf("%s refused the kubelet's serving certificate: %v", trust.who, err)
+		case !trust.accept && !errors.As(err, &unknown):
+			t.Errorf("%s, shown the kubelet's serving certificate as the API server: %v; want x509: certificate signed by unknown authority", trust.who, err)
+		}
+	}
+}
+
+// handshakeAsAPIServer serves pair on loopback and connects to it as a
+// client trusting caPEM would, for the certificate's first IP (a name the
+// certificate has, so only the issuer can make it fail).
+func handshakeAsAPIServer(t *testing.T, pair *tls.Certificate, caPEM []byte) error {
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || len(leaf.IPAddresses) == 0 {
+		t.Fatalf("the kubelet's serving certificate: %v, IPs %v", err, leaf.IPAddresses)
+	}
+	ln, err := tls.Listen("tcp", "[::1]:0", &tls.Config{Certificates: []tls.Certificate{*pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			conn.(*tls.Conn).Handshake()
+			conn.Close()
+		}
+	}()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no certificate in the CA bundle")
+	}
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: leaf.IPAddresses[0].String()})
+	if err == nil {
+		conn.Close()
+	}
+	return err
 }
