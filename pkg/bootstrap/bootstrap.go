@@ -1,18 +1,19 @@
 // Package bootstrap carries what every server of a cluster must share (the
 // CAs with their keys, the service-account signing key, the
 // secrets-encryption key) from the servers of a cluster to a joining one,
-// as k3s does: sealed with a key derived from the server join token and
-// kept in the datastore (a ConfigMap, package join reads and writes it), so
-// that no directory is copied by hand and the bundle is worth nothing
-// without the token.
+// as k3s does: sealed with the seal of the server token (never stored in
+// the cluster) and kept in the datastore (a ConfigMap, package join reads
+// and writes it), so that no directory is copied by hand and the bundle is
+// worth nothing without the server token: not to a join token holder, not
+// to a reader of the cluster's Secrets, not to an etcd snapshot's holder.
 package bootstrap
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -118,27 +119,33 @@ func (b Bundle) names() []string {
 }
 
 // sealed is a Bundle encrypted with AES-256-GCM under a key derived from
-// the token secret (PBKDF2-SHA256, a random salt per sealing).
+// the seal of the server token (pki.Token.Seal: 256 random bits that are
+// never stored in the cluster).
 type sealed struct {
 	Version int    `json:"version"`
-	Salt    []byte `json:"salt"`
 	Nonce   []byte `json:"nonce"`
 	Data    []byte `json:"data"`
 }
 
-const (
-	sealVersion = 1
-	// kdfIterations makes each guess of a token secret cost a few
-	// milliseconds; the secret itself has about 83 bits.
-	kdfIterations = 200_000
-)
+// sealVersion 2: sealed with the server token's seal. Version 1 was sealed
+// with the join token's secret, which the cluster stores (its
+// bootstrap-token Secret): whoever read kube-system's Secrets could open
+// it. Servers delete version 1 entries (package join).
+const sealVersion = 2
 
 // ErrWrongToken says the token does not open the bundle.
 var ErrWrongToken = errors.New("the token does not decrypt the cluster's server bootstrap data")
 
-// Seal encrypts b for the holders of tokenSecret. tokenID is bound into
-// the ciphertext, so that an entry cannot be moved under another token.
-func Seal(b Bundle, tokenID, tokenSecret string) ([]byte, error) {
+// SealID names a seal without revealing it: the key the sealed bundle is
+// published under.
+func SealID(seal string) string {
+	sum := sha256.Sum256([]byte("k1m seal id\x00" + seal))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Seal encrypts b for the holders of seal; the seal's ID is bound into the
+// ciphertext, so that an entry cannot be moved under another ID.
+func Seal(b Bundle, seal string) ([]byte, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
@@ -146,36 +153,32 @@ func Seal(b Bundle, tokenID, tokenSecret string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := sealed{Version: sealVersion, Salt: make([]byte, 16)}
-	if _, err := rand.Read(s.Salt); err != nil {
-		return nil, err
-	}
-	aead, err := newAEAD(tokenSecret, s.Salt)
+	aead, err := newAEAD(seal)
 	if err != nil {
 		return nil, err
 	}
-	s.Nonce = make([]byte, aead.NonceSize())
+	s := sealed{Version: sealVersion, Nonce: make([]byte, aead.NonceSize())}
 	if _, err := rand.Read(s.Nonce); err != nil {
 		return nil, err
 	}
-	s.Data = aead.Seal(nil, s.Nonce, plain, additionalData(tokenID))
+	s.Data = aead.Seal(nil, s.Nonce, plain, additionalData(seal))
 	return json.Marshal(s)
 }
 
-// Open decrypts what Seal made for tokenID with tokenSecret.
-func Open(data []byte, tokenID, tokenSecret string) (Bundle, error) {
+// Open decrypts what Seal made with seal.
+func Open(data []byte, seal string) (Bundle, error) {
 	var s sealed
 	if err := json.Unmarshal(data, &s); err != nil || s.Version != sealVersion {
 		return Bundle{}, fmt.Errorf("the cluster's server bootstrap data is not k1m's sealed form (version %d)", sealVersion)
 	}
-	aead, err := newAEAD(tokenSecret, s.Salt)
+	aead, err := newAEAD(seal)
 	if err != nil {
 		return Bundle{}, err
 	}
 	if len(s.Nonce) != aead.NonceSize() {
 		return Bundle{}, fmt.Errorf("the cluster's server bootstrap data has a %d-byte nonce, want %d", len(s.Nonce), aead.NonceSize())
 	}
-	plain, err := aead.Open(nil, s.Nonce, s.Data, additionalData(tokenID))
+	plain, err := aead.Open(nil, s.Nonce, s.Data, additionalData(seal))
 	if err != nil {
 		return Bundle{}, ErrWrongToken
 	}
@@ -186,16 +189,18 @@ func Open(data []byte, tokenID, tokenSecret string) (Bundle, error) {
 	return b, b.check()
 }
 
-func newAEAD(tokenSecret string, salt []byte) (cipher.AEAD, error) {
-	key, err := pbkdf2.Key(sha256.New, tokenSecret, salt, kdfIterations, 32)
-	if err != nil {
-		return nil, err
+// newAEAD keys AES-256-GCM with the seal: 256 random bits already, so a
+// hash (not a slow key derivation) makes the key.
+func newAEAD(seal string) (cipher.AEAD, error) {
+	if seal == "" {
+		return nil, errors.New("no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bootstrap data")
 	}
-	block, err := aes.NewCipher(key)
+	key := sha256.Sum256([]byte("k1m seal key v2\x00" + seal))
+	block, err := aes.NewCipher(key[:])
 	if err != nil {
 		return nil, err
 	}
 	return cipher.NewGCM(block)
 }
 
-func additionalData(tokenID string) []byte { return []byte("k1m server bootstrap v1 " + tokenID) }
+func additionalData(seal string) []byte { return []byte("k1m server bootstrap v2 " + SealID(seal)) }

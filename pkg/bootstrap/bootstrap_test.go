@@ -19,40 +19,45 @@ func testBundle(secretsEncryption bool) Bundle {
 	return b
 }
 
+const testSeal = "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+
 func TestSealOpenRoundTrip(t *testing.T) {
 	want := testBundle(true)
-	data, err := Seal(want, "abcdef", "abcdef.0123456789abcdef")
+	data, err := Seal(want, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Open(data, "abcdef", "abcdef.0123456789abcdef")
+	got, err := Open(data, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("opened %+v, want %+v", got, want)
 	}
+	if SealID(testSeal) == SealID(testSeal[1:]+"a") || len(SealID(testSeal)) != 16 {
+		t.Errorf("seal IDs %s, %s", SealID(testSeal), SealID(testSeal[1:]+"a"))
+	}
 }
 
-// An attacker with another token (an agent's, from k1m token create) reads
-// the sealed entry through RBAC but cannot open it, nor move it under
-// their own token ID.
-func TestWrongTokenIsRefused(t *testing.T) {
-	data, err := Seal(testBundle(false), "abcdef", "abcdef.0123456789abcdef")
+// An attacker who holds a join token, or reads everything the cluster
+// stores (every token's secret is in a bootstrap-token Secret), has no
+// seal: nothing they hold opens the bundle. No seal at all is refused
+// before any decryption.
+func TestOnlyTheSealOpens(t *testing.T) {
+	data, err := Seal(testBundle(false), testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ id, secret string }{
-		{"abcdef", "abcdef.0123456789abcdeg"}, // wrong secret
-		{"zzzzzz", "abcdef.0123456789abcdef"}, // right secret, entry moved under another ID
-		{"agent1", "agent1.aaaaaaaaaaaaaaaa"}, // another token entirely
-	} {
-		if _, err := Open(data, c.id, c.secret); !errors.Is(err, ErrWrongToken) {
-			t.Errorf("Open with %s: %v, want ErrWrongToken", c.id, err)
+	for _, wrong := range []string{testSeal[:51] + "b", "abcdef.0123456789abcdef", "k1mabc.0123456789abcdef"} {
+		if _, err := Open(data, wrong); !errors.Is(err, ErrWrongToken) {
+			t.Errorf("Open with %s: %v, want ErrWrongToken", wrong, err)
 		}
 	}
-	if _, err := Open([]byte(`{"version":2}`), "abcdef", "abcdef.0123456789abcdef"); err == nil || err.Error() != "the cluster's server bootstrap data is not k1m's sealed form (version 1)" {
-		t.Errorf("Open of another version: %v", err)
+	if _, err := Open(data, ""); err == nil || err.Error() != "no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bootstrap data" {
+		t.Errorf("Open without a seal: %v", err)
+	}
+	if _, err := Open([]byte(`{"version":1}`), testSeal); err == nil || err.Error() != "the cluster's server bootstrap data is not k1m's sealed form (version 2)" {
+		t.Errorf("Open of the old version: %v", err)
 	}
 }
 

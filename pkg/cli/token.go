@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -159,29 +160,24 @@ func (o *tokenOptions) forgetServerToken(out io.Writer, id string) {
 func (o *tokenOptions) rotateCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rotate",
-		Short: "Replace the server's join token (DATA-DIR/token): the new one joins nodes, the old one nothing; joined nodes are not disturbed",
+		Short: "Replace the server's join token (DATA-DIR/token) and, on a server of several, the server token (DATA-DIR/server-token): the new ones join, the old ones open and join nothing, on every server; joined nodes are not disturbed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, caPEM, err := o.client()
 			if err != nil {
 				return err
 			}
-			return rotate(cmd.Context(), client, caPEM, server.TokenFile(o.dataDir), cmd.OutOrStdout())
+			return rotate(cmd.Context(), client, caPEM, o.dataDir, cmd.OutOrStdout())
 		},
 	}
 }
 
-// rotate creates the new server token first, writes it, then deletes the
-// old one: a failure half-way leaves a working token in DATA-DIR/token.
-func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, path string, out io.Writer) error {
-	var old *pki.Token
-	if data, err := os.ReadFile(path); err == nil {
-		if t, err := pki.ParseToken(string(data)); err == nil {
-			old = &t
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
+// rotate creates the new join token first; on a server of several it then
+// seals the shared files with a new seal and publishes them in place of
+// every other bundle (the old server token opens nothing from that write
+// on), writes both files, and only then deletes the old join tokens: a
+// failure half-way leaves working tokens in DATA-DIR.
+func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, dataDir string, out io.Writer) error {
 	token, err := newToken(caPEM)
 	if err != nil {
 		return err
@@ -189,18 +185,55 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, path
 	if _, err := join.CreateToken(ctx, client, token, 0, join.ServerTokenDescription); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFile(path, []byte(token.String()+"\n"), 0o600); err != nil {
+	if server.IsClustered(dataDir) {
+		if token.Seal, err = resealBundle(ctx, client, dataDir); err != nil {
+			return err
+		}
+		if err := fsutil.WriteFile(server.ServerTokenFile(dataDir), []byte(token.String()+"\n"), 0o600); err != nil {
+			return fmt.Errorf("the cluster's shared files are sealed with a new seal, but writing it failed (%w): run k1m token rotate again", err)
+		}
+		fmt.Fprintf(out, "new server token written to %s: the old one opens nothing now; the other servers forget theirs within a minute\n", server.ServerTokenFile(dataDir))
+	}
+	path := server.TokenFile(dataDir)
+	if err := fsutil.WriteFile(path, []byte(token.JoinToken().String()+"\n"), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "new join token %s written to %s\n", token.TokenID(), path)
-	if old != nil {
-		if err := join.DeleteToken(ctx, client, old.TokenID()); err != nil && !errors.Is(err, join.ErrTokenNotFound) {
+	tokens, err := join.ListTokens(ctx, client)
+	if err != nil {
+		return err
+	}
+	for _, t := range tokens {
+		if t.Description != join.ServerTokenDescription || t.ID == token.TokenID() {
+			continue
+		}
+		if err := join.DeleteToken(ctx, client, t.ID); err != nil && !errors.Is(err, join.ErrTokenNotFound) {
 			return err
 		}
-		fmt.Fprintf(out, "old join token %s deleted\n", old.TokenID())
+		fmt.Fprintf(out, "old join token %s deleted\n", t.ID)
 	}
 	fmt.Fprintln(out, "a server started with --token puts that token back at its next start: change the flag too")
 	return nil
+}
+
+// resealBundle seals this server's shared files with a new seal and makes
+// them the cluster's one bundle.
+func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir string) (string, error) {
+	tlsDir := server.TLSDir(dataDir)
+	_, err := os.Stat(filepath.Join(tlsDir, bootstrap.SecretsEncryptionKeyFile))
+	bundle, err := bootstrap.Read(tlsDir, err == nil)
+	if err != nil {
+		return "", fmt.Errorf("--data-dir %s: %w (run k1m token rotate on a server)", dataDir, err)
+	}
+	seal, err := pki.NewSeal()
+	if err != nil {
+		return "", err
+	}
+	sealed, err := bootstrap.Seal(bundle, seal)
+	if err != nil {
+		return "", err
+	}
+	return seal, join.ReplaceBundle(ctx, client, bootstrap.SealID(seal), sealed)
 }
 
 func newToken(caPEM []byte) (pki.Token, error) {

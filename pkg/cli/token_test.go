@@ -3,16 +3,23 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/server"
 )
 
 func TestPrintTokens(t *testing.T) {
@@ -38,15 +45,16 @@ func TestRotateReplacesTheServerToken(t *testing.T) {
 	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
 	old, _ := newToken(ca.CertPEM)
 	join.CreateToken(ctx, client, old, 0, join.ServerTokenDescription)
-	path := filepath.Join(t.TempDir(), "token")
+	dataDir := t.TempDir()
+	path := server.TokenFile(dataDir)
 	os.WriteFile(path, []byte(old.String()+"\n"), 0o600)
 	var out bytes.Buffer
-	if err := rotate(ctx, client, ca.CertPEM, path, &out); err != nil {
+	if err := rotate(ctx, client, ca.CertPEM, dataDir, &out); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
 	now, err := pki.ParseToken(string(data))
-	if err != nil || now.TokenID() == old.TokenID() || now.CAHash != old.CAHash {
+	if err != nil || now.TokenID() == old.TokenID() || now.CAHash != old.CAHash || now.IsServerToken() {
 		t.Fatalf("DATA-DIR/token after rotate: %q, %v", data, err)
 	}
 	if _, err := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+old.TokenID(), metav1.GetOptions{}); err == nil {
@@ -54,5 +62,49 @@ func TestRotateReplacesTheServerToken(t *testing.T) {
 	}
 	if _, err := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+now.TokenID(), metav1.GetOptions{}); err != nil {
 		t.Errorf("the new token's Secret: %v", err)
+	}
+	if _, err := os.Stat(server.ServerTokenFile(dataDir)); !os.IsNotExist(err) {
+		t.Errorf("a lone server got a server token: %v", err)
+	}
+}
+
+// On a server of several, rotate makes a new seal: the bundle is sealed
+// with it alone (the old seal's and a join token's entries are gone in
+// the same write), DATA-DIR/server-token holds it, and the old server
+// token opens nothing.
+func TestRotateReplacesTheSeal(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	tlsDir := server.TLSDir(dataDir)
+	os.MkdirAll(tlsDir, 0o700)
+	for _, name := range bootstrap.SharedFiles {
+		os.WriteFile(filepath.Join(tlsDir, name), []byte("content of "+name), 0o600)
+	}
+	os.WriteFile(filepath.Join(dataDir, "multi-server"), []byte("--cluster-init\n"), 0o600)
+	oldSeal, _ := pki.NewSeal()
+	bundle, _ := bootstrap.Read(tlsDir, false)
+	oldSealed, _ := bootstrap.Seal(bundle, oldSeal)
+	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
+		Data: map[string]string{"bundle." + bootstrap.SealID(oldSeal): string(oldSealed), "token.abcdef": "legacy", "server.s1": "https://[fddf:4035:b520::1:1]:6443"}})
+	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
+	var out bytes.Buffer
+	if err := rotate(ctx, client, ca.CertPEM, dataDir, &out); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(server.ServerTokenFile(dataDir))
+	now, err := pki.ParseToken(string(data))
+	if err != nil || !now.IsServerToken() || now.Seal == oldSeal {
+		t.Fatalf("DATA-DIR/server-token after rotate: %q, %v", data, err)
+	}
+	cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})
+	newKey := "bundle." + bootstrap.SealID(now.Seal)
+	if len(cm.Data) != 2 || cm.Data["server.s1"] == "" || cm.Data[newKey] == "" {
+		t.Fatalf("k1m-server-bootstrap after rotate: keys %v, want server.s1 and %s only", slices.Sorted(maps.Keys(cm.Data)), newKey)
+	}
+	if got, err := bootstrap.Open([]byte(cm.Data[newKey]), now.Seal); err != nil || !reflect.DeepEqual(got, bundle) {
+		t.Errorf("the new server token opens %+v, %v", got, err)
+	}
+	if _, err := bootstrap.Open([]byte(cm.Data[newKey]), oldSeal); !errors.Is(err, bootstrap.ErrWrongToken) {
+		t.Errorf("the old server token: %v, want ErrWrongToken", err)
 	}
 }

@@ -117,8 +117,10 @@ func (a *Agent) Validate() error {
 	// An empty token is fine here: a node with valid credentials of its
 	// own restarts without one; the agent says so when it needs one.
 	if a.Token != "" {
-		if _, err := pki.ParseToken(a.Token); err != nil {
+		if t, err := pki.ParseToken(a.Token); err != nil {
 			add(err)
+		} else if t.IsServerToken() {
+			add(fmt.Errorf("--token is a server token (DATA-DIR/server-token): it opens the cluster's CA keys and belongs on servers only; give agents the join token (DATA-DIR/token, or k1m token create)"))
 		}
 	}
 	if a.Token != "" && a.TokenFile != "" {

@@ -234,6 +234,11 @@ func TestAgentTokenFile(t *testing.T) {
 	if err := both.Validate(); err == nil || err.Error() != "--token and --token-file are both given: give one" {
 		t.Errorf("both: %v", err)
 	}
+	server := DefaultAgent()
+	server.Server, server.Token = "https://[::1]:6443", good+"::"+strings.Repeat("a", 52)
+	if err := server.Validate(); err == nil || err.Error() != "--token is a server token (DATA-DIR/server-token): it opens the cluster's CA keys and belongs on servers only; give agents the join token (DATA-DIR/token, or k1m token create)" {
+		t.Errorf("a server token for an agent: %v", err)
+	}
 }
 
 func TestCompleteResolvesOnce(t *testing.T) {
@@ -303,9 +308,9 @@ func TestJoinFlags(t *testing.T) {
 		{[]string{"--disable-etcd", "--server", "https://[fddf:4035:b520::1:1]:6443", "--token", token, "--cluster-reset"},
 			"--disable-etcd and --cluster-reset: this server has no etcd to reset; run the reset on a server that has one"},
 		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443"},
-			"--token is empty: joining a server (--server) needs the cluster's server token (the first server's DATA-DIR/token), or $K1M_TOKEN"},
+			"--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), or $K1M_TOKEN"},
 		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token", "abcdef.0123456789abcdef"},
-			"--token is not of the form K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token) (with --server, --token is the first server's DATA-DIR/token)"},
+			"--token is not of the form K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token), or a server token, the same followed by ::<seal> (DATA-DIR/server-token) (with --server, --token is a server's DATA-DIR/server-token)"},
 	} {
 		s, err := parse(t, "", c.args...)
 		if err != nil {

@@ -123,7 +123,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
-	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (the first server's DATA-DIR/token; default $K1M_TOKEN, which ps does not show)")
+	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (a server's DATA-DIR/server-token; default $K1M_TOKEN, which ps does not show)")
 	fs.BoolVar(&s.ClusterInit, "cluster-init", s.ClusterInit, "start the first server of a multi-server cluster: its etcds serve other servers on the node IP (peer TLS); on a lone server's data, turns it into the first of several")
 	fs.BoolVar(&s.DisableEtcd, "disable-etcd", s.DisableEtcd, "run no etcd on this server: kube-apiserver, the controller-manager and the scheduler over the cluster's etcd members (an API-server-only server, to add API servers without raft members; needs --server)")
 	fs.StringVar(&s.JoinServer, "server", s.JoinServer, "join this server to the cluster of the server at this URL, e.g. https://[fddf:4035:b520::1:1]:6443 (needs --token; needed only for the first start)")
@@ -325,9 +325,9 @@ func (s *Server) validateJoin() error {
 		errs = append(errs, fmt.Errorf("--server %q: want the https URL of a server of the cluster, e.g. https://[fddf:4035:b520::1:1]:6443", s.JoinServer))
 	}
 	if s.Token == "" {
-		errs = append(errs, fmt.Errorf("--token is empty: joining a server (--server) needs the cluster's server token (the first server's DATA-DIR/token), or $%s", TokenEnv))
+		errs = append(errs, fmt.Errorf("--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), or $%s", TokenEnv))
 	} else if _, err := pki.ParseToken(s.Token); err != nil {
-		errs = append(errs, fmt.Errorf("%w (with --server, --token is the first server's DATA-DIR/token)", err))
+		errs = append(errs, fmt.Errorf("%w (with --server, --token is a server's DATA-DIR/server-token)", err))
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -17,21 +18,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/pki"
 )
 
 // A server joins a cluster the way an agent does (the token pins the CA),
-// then reads ServerBootstrapName: for each server token, the files every
-// server shares, sealed with a key derived from that token (package
-// bootstrap), and where each server's etcds serve. It lives in
-// kube-system; RBAC (manifests/) lets the bootstrap group read it, so any
-// join token reads it, but only a server token opens its entry.
+// then reads ServerBootstrapName: the files every server shares, sealed
+// with the seal of the server token (package bootstrap), and where each
+// server's etcds serve. It lives in kube-system; RBAC (manifests/) lets the
+// bootstrap group read it, so any join token reads it, but only the
+// server token's seal, which the cluster never stores, opens the bundle.
 const ServerBootstrapName = "k1m-server-bootstrap"
 
 // Keys of ServerBootstrapName's data.
 const (
-	tokenKeyPrefix  = "token."        // token.<token ID>: the sealed bundle
+	bundleKeyPrefix = "bundle." // bundle.<seal ID>: the sealed bundle; one at a time
+	// token.<token ID>: a bundle sealed with a join token's secret, which
+	// the cluster stores; written before 2026-11-25, deleted on sight.
+	legacyKeyPrefix = "token."
 	etcdKeyPrefix   = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
 	serverKeyPrefix = "server."       // server.<node>: that server's kube-apiserver URL
 	datastoreKey    = "datastore"     // the external etcd of each store (Datastore, JSON), the same from every server
@@ -64,24 +70,97 @@ func (b ServerBootstrap) DurableEtcdURLs() []string {
 	return out
 }
 
+// ErrSealRotated says the cluster's bundle is sealed with another server
+// token's seal: the server token was rotated on another server, and this
+// server's seal opens nothing any more.
+var ErrSealRotated = errors.New("the cluster's server token was rotated on another server: this server's DATA-DIR/server-token opens nothing now")
+
 // PublishServer records, for a server of a multi-server cluster, its
-// sealed bundle under its token, its kube-apiserver URL, the cluster's
-// datastore and, unless it runs no durable etcd (durableEtcdURL empty),
-// where its durable etcd serves. Each server writes only its own keys (a
-// merge patch; the datastore is the same from every server), so servers
-// starting at once do not undo each other.
-func PublishServer(ctx context.Context, client kubernetes.Interface, tokenID string, sealed []byte, node, apiURL, durableEtcdURL string, datastore Datastore) error {
+// kube-apiserver URL, the cluster's datastore and, unless it runs no
+// durable etcd (durableEtcdURL empty), where its durable etcd serves; and,
+// when sealed is given, the bundle under sealID, unless the cluster
+// publishes it under another seal (ErrSealRotated: the rest is recorded,
+// the bundle is not brought back under an old seal). Bundles sealed with a
+// join token's secret are deleted. Each server changes only its own keys,
+// read and written under the ConfigMap's resourceVersion, so servers
+// starting at once, or a rotation meanwhile, are not undone.
+func PublishServer(ctx context.Context, client kubernetes.Interface, sealID string, sealed []byte, node, apiURL, durableEtcdURL string, datastore Datastore) error {
 	stores, _ := json.Marshal(datastore)
-	data := map[string]string{tokenKeyPrefix + tokenID: string(sealed), serverKeyPrefix + node: apiURL, datastoreKey: string(stores)}
+	mine := map[string]string{serverKeyPrefix + node: apiURL, datastoreKey: string(stores)}
 	if durableEtcdURL != "" {
-		data[etcdKeyPrefix+node] = durableEtcdURL
+		mine[etcdKeyPrefix+node] = durableEtcdURL
 	}
+	var rotated bool
+	err := updateServerBootstrap(ctx, client, func(data map[string]string) {
+		dropLegacy(data)
+		maps.Copy(data, mine)
+		rotated = false
+		if sealed == nil {
+			return
+		}
+		for k := range data {
+			if strings.HasPrefix(k, bundleKeyPrefix) && k != bundleKeyPrefix+sealID {
+				rotated = true
+				return
+			}
+		}
+		data[bundleKeyPrefix+sealID] = string(sealed)
+	})
+	if err == nil && rotated {
+		err = ErrSealRotated
+	}
+	return err
+}
+
+// ReplaceBundle publishes sealed under sealID as the cluster's one bundle:
+// every other (an older seal's, a join token's) is deleted in the same
+// write, so the old server token opens nothing from then on.
+func ReplaceBundle(ctx context.Context, client kubernetes.Interface, sealID string, sealed []byte) error {
+	return updateServerBootstrap(ctx, client, func(data map[string]string) {
+		dropLegacy(data)
+		for k := range data {
+			if strings.HasPrefix(k, bundleKeyPrefix) {
+				delete(data, k)
+			}
+		}
+		data[bundleKeyPrefix+sealID] = string(sealed)
+	})
+}
+
+func dropLegacy(data map[string]string) {
+	for k := range data {
+		if strings.HasPrefix(k, legacyKeyPrefix) {
+			delete(data, k)
+		}
+	}
+}
+
+// updateServerBootstrap applies change to ServerBootstrapName's data,
+// creating it if need be, again on a conflict.
+func updateServerBootstrap(ctx context.Context, client kubernetes.Interface, change func(map[string]string)) error {
 	cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
-	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ServerBootstrapName, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		patch, _ := json.Marshal(map[string]any{"data": data})
-		_, err = cms.Patch(ctx, ServerBootstrapName, types.MergePatchType, patch, metav1.PatchOptions{})
-	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			data := map[string]string{}
+			change(data)
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ServerBootstrapName, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), ServerBootstrapName, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cm = cm.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		change(cm.Data)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("writing ConfigMap %s/%s: %w", metav1.NamespaceSystem, ServerBootstrapName, err)
 	}
@@ -145,13 +224,16 @@ func FetchServerBootstrap(ctx context.Context, serverURL string, caPEM []byte, t
 	if err := json.Unmarshal(body, &cm); err != nil {
 		return ServerBootstrap{}, serverError("%s/%s is not a ConfigMap: %v", metav1.NamespaceSystem, ServerBootstrapName, err)
 	}
-	return parseServerBootstrap(cm.Data, token.TokenID())
+	return parseServerBootstrap(cm.Data, token)
 }
 
 // ErrNotServerToken says the token joins agents only.
 var ErrNotServerToken = errors.New("not a server token")
 
-func parseServerBootstrap(data map[string]string, tokenID string) (ServerBootstrap, error) {
+func parseServerBootstrap(data map[string]string, token pki.Token) (ServerBootstrap, error) {
+	if !token.IsServerToken() {
+		return ServerBootstrap{}, &Error{InputToken, fmt.Errorf("%w: token %s is a join token for agents (it has no seal): join servers with a server's DATA-DIR/server-token", ErrNotServerToken, token.TokenID())}
+	}
 	out := ServerBootstrap{DurableEtcd: map[string]string{}}
 	for k, v := range data {
 		if node, ok := strings.CutPrefix(k, etcdKeyPrefix); ok {
@@ -163,9 +245,9 @@ func parseServerBootstrap(data map[string]string, tokenID string) (ServerBootstr
 			return ServerBootstrap{}, serverError("%s/%s: %s %q: %v", metav1.NamespaceSystem, ServerBootstrapName, datastoreKey, stores, err)
 		}
 	}
-	sealed, ok := data[tokenKeyPrefix+tokenID]
+	sealed, ok := data[bundleKeyPrefix+bootstrap.SealID(token.Seal)]
 	if !ok {
-		return ServerBootstrap{}, &Error{InputToken, fmt.Errorf("%w: token %s joins agents only (no server has published its bootstrap data for it): join servers with a server's DATA-DIR/token", ErrNotServerToken, tokenID)}
+		return ServerBootstrap{}, &Error{InputToken, missingBundle(data)}
 	}
 	if len(out.DurableEtcd) == 0 && len(out.Datastore.Durable) == 0 {
 		return ServerBootstrap{}, serverError("%s/%s names no server's etcd: is the first server running with --cluster-init?", metav1.NamespaceSystem, ServerBootstrapName)
@@ -192,4 +274,33 @@ func PublishedServers(ctx context.Context, client kubernetes.Interface) (map[str
 		}
 	}
 	return out, nil
+}
+
+// missingBundle says why no bundle is published for a server token's seal.
+func missingBundle(data map[string]string) error {
+	for k := range data {
+		if strings.HasPrefix(k, bundleKeyPrefix) {
+			return errors.New("its seal is not the cluster's (the server token was rotated, k1m token rotate): use DATA-DIR/server-token of the server it was rotated on")
+		}
+	}
+	return errors.New("no server has published the shared files for a server token yet (the servers run a build from before 2026-11-25): restart one server with this build, then join with its DATA-DIR/server-token")
+}
+
+// BundlePublished tells whether the cluster publishes its bundle under
+// sealID, and whether it publishes one at all.
+func BundlePublished(ctx context.Context, client kubernetes.Interface, sealID string) (underID, any bool, err error) {
+	cm, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	for k := range cm.Data {
+		if strings.HasPrefix(k, bundleKeyPrefix) {
+			any = true
+			underID = underID || k == bundleKeyPrefix+sealID
+		}
+	}
+	return underID, any, nil
 }

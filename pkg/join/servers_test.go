@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -35,18 +37,27 @@ func bootstrapServer(t *testing.T, secret string, data map[string]string) (*http
 	return srv, certPEM(srv)
 }
 
+const (
+	testSeal      = "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	otherSeal     = "bbcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"
+	legacyEntry   = "token.abcdef"
+	testSecretKey = "abcdef.0123456789abcdef"
+)
+
+var testBundleKey = "bundle." + bootstrap.SealID(testSeal)
+
 func TestFetchServerBootstrap(t *testing.T) {
-	const secret = "abcdef.0123456789abcdef"
+	const secret = testSecretKey
 	data := map[string]string{
-		"token.abcdef":              `{"sealed":true}`,
-		"token.other1":              `{"other":true}`,
+		testBundleKey:               `{"sealed":true}`,
+		legacyEntry:                 `{"legacy":true}`,
 		"durable-etcd.k1m-server-1": "https://[fddf:4035:b520::1:1]:2379",
 		"durable-etcd.k1m-server-2": "https://[fddf:4035:b520::1:2]:2379",
 	}
 	srv, caPEM := bootstrapServer(t, secret, data)
 	hash, _ := pki.CAHash(caPEM)
 	ctx := context.Background()
-	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret, Seal: testSeal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,23 +70,35 @@ func TestFetchServerBootstrap(t *testing.T) {
 		t.Errorf("DurableEtcdURLs %v", urls)
 	}
 
-	// An agent's token authenticates but has no entry.
-	agentSrv, agentCA := bootstrapServer(t, "agent1.aaaaaaaaaaaaaaaa", data)
-	agentHash, _ := pki.CAHash(agentCA)
-	_, err = FetchServerBootstrap(ctx, agentSrv.URL, agentCA, pki.Token{CAHash: agentHash, Secret: "agent1.aaaaaaaaaaaaaaaa"})
+	// A join token (no seal) authenticates but opens nothing; a seal the
+	// cluster no longer uses (rotated) finds no bundle, and says so.
 	var je *Error
-	if !errors.Is(err, ErrNotServerToken) || !errors.As(err, &je) || je.Input != InputToken {
-		t.Errorf("an agent token: %v, want ErrNotServerToken about the token", err)
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	if !errors.Is(err, ErrNotServerToken) || !errors.As(err, &je) || je.Input != InputToken ||
+		err.Error() != "token: not a server token: token abcdef is a join token for agents (it has no seal): join servers with a server's DATA-DIR/server-token" {
+		t.Errorf("a join token: %v, want ErrNotServerToken about the token", err)
+	}
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret, Seal: otherSeal})
+	if !errors.As(err, &je) || je.Input != InputToken ||
+		err.Error() != "token: its seal is not the cluster's (the server token was rotated, k1m token rotate): use DATA-DIR/server-token of the server it was rotated on" {
+		t.Errorf("a rotated seal: %v", err)
+	}
+	delete(data, testBundleKey)
+	legacySrv, legacyCA := bootstrapServer(t, secret, data)
+	legacyHash, _ := pki.CAHash(legacyCA)
+	_, err = FetchServerBootstrap(ctx, legacySrv.URL, legacyCA, pki.Token{CAHash: legacyHash, Secret: secret, Seal: testSeal})
+	if err == nil || !strings.HasPrefix(err.Error(), "token: no server has published the shared files for a server token yet") {
+		t.Errorf("only a legacy entry: %v", err)
 	}
 	// A wrong secret is refused by the server.
-	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: "abcdef.0000000000000000"})
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: "abcdef.0000000000000000", Seal: testSeal})
 	if err == nil || err.Error() != "token: the server refused the token (401 Unauthorized): it is mistyped, expired or deleted" {
 		t.Errorf("a wrong secret: %v", err)
 	}
 	// A lone server (no --cluster-init) has no bootstrap data.
 	lone, loneCA := bootstrapServer(t, secret, nil)
 	loneHash, _ := pki.CAHash(loneCA)
-	_, err = FetchServerBootstrap(ctx, lone.URL, loneCA, pki.Token{CAHash: loneHash, Secret: secret})
+	_, err = FetchServerBootstrap(ctx, lone.URL, loneCA, pki.Token{CAHash: loneHash, Secret: secret, Seal: testSeal})
 	if err == nil || !errors.As(err, &je) || je.Input != InputServer || !strings.HasPrefix(err.Error(), "server: it is not a server of a multi-server cluster") {
 		t.Errorf("a lone server: %v", err)
 	}
@@ -84,7 +107,7 @@ func TestFetchServerBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = FetchServerBootstrap(ctx, srv.URL, other.CertPEM, pki.Token{CAHash: hash, Secret: secret})
+	_, err = FetchServerBootstrap(ctx, srv.URL, other.CertPEM, pki.Token{CAHash: hash, Secret: secret, Seal: testSeal})
 	if !errors.As(err, &je) || je.Input != InputToken {
 		t.Errorf("a CA the token does not name: %v", err)
 	}
@@ -94,18 +117,20 @@ func TestFetchServerBootstrap(t *testing.T) {
 // key; a removed server's keys go, the others' stay.
 func TestPublishKnowForgetServers(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewSimpleClientset()
-	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379", Datastore{}); err != nil {
+	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: ServerBootstrapName},
+		Data: map[string]string{legacyEntry: "sealed with a join token's secret"}})
+	sealID := bootstrap.SealID(testSeal)
+	if err := PublishServer(ctx, client, sealID, []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379", Datastore{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "api4", "https://[fddf:4035:b520::1]:6443", "", Datastore{}); err != nil {
+	if err := PublishServer(ctx, client, sealID, []byte("sealed"), "api4", "https://[fddf:4035:b520::1]:6443", "", Datastore{}); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"token.abcdef": "sealed", "server.s1": "https://[fddf:4035:b520::1:1]:6443",
+	want := map[string]string{testBundleKey: "sealed", "server.s1": "https://[fddf:4035:b520::1:1]:6443",
 		"durable-etcd.s1": "https://[fddf:4035:b520::1:1]:2379", "server.api4": "https://[fddf:4035:b520::1]:6443", "datastore": "{}"}
 	if !reflect.DeepEqual(cm.Data, want) {
 		t.Errorf("data %v, want %v", cm.Data, want)
@@ -129,11 +154,11 @@ func TestPublishKnowForgetServers(t *testing.T) {
 // A cluster on an external durable etcd has no server etcd records: the
 // datastore key is what a joining server needs.
 func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
-	const secret = "abcdef.0123456789abcdef"
+	const secret = testSecretKey
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
 	stores := Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379"}}
-	if err := PublishServer(ctx, client, "abcdef", []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", stores); err != nil {
+	if err := PublishServer(ctx, client, bootstrap.SealID(testSeal), []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", stores); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
@@ -142,7 +167,7 @@ func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
 	}
 	srv, caPEM := bootstrapServer(t, secret, cm.Data)
 	hash, _ := pki.CAHash(caPEM)
-	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	got, err := FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret, Seal: testSeal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +179,31 @@ func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
 	delete(cm.Data, "datastore")
 	srv, caPEM = bootstrapServer(t, secret, cm.Data)
 	hash, _ = pki.CAHash(caPEM)
-	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret})
+	_, err = FetchServerBootstrap(ctx, srv.URL, caPEM, pki.Token{CAHash: hash, Secret: secret, Seal: testSeal})
 	if err == nil || err.Error() != "server: kube-system/k1m-server-bootstrap names no server's etcd: is the first server running with --cluster-init?" {
 		t.Errorf("no etcd named: %v", err)
+	}
+}
+
+// A rotation replaces the bundle in one write; a server still holding the
+// old seal records itself but does not bring its bundle back.
+func TestRotatedSealIsNotRepublished(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	oldID, newID := bootstrap.SealID(testSeal), bootstrap.SealID(otherSeal)
+	if err := PublishServer(ctx, client, oldID, []byte("old"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", Datastore{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReplaceBundle(ctx, client, newID, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	err := PublishServer(ctx, client, oldID, []byte("old"), "s2", "https://[fddf:4035:b520::1:2]:6443", "", Datastore{})
+	if !errors.Is(err, ErrSealRotated) {
+		t.Errorf("publishing under the old seal after a rotation: %v, want ErrSealRotated", err)
+	}
+	cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+	want := map[string]string{"bundle." + newID: "new", "server.s1": "https://[fddf:4035:b520::1:1]:6443", "server.s2": "https://[fddf:4035:b520::1:2]:6443", "datastore": "{}"}
+	if !reflect.DeepEqual(cm.Data, want) {
+		t.Errorf("data %v, want %v", cm.Data, want)
 	}
 }

@@ -75,7 +75,10 @@ func CreateToken(ctx context.Context, client kubernetes.Interface, token pki.Tok
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretName(token.TokenID()), Namespace: metav1.NamespaceSystem},
 		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: data,
+		Data:       map[string][]byte{},
+	}
+	for k, v := range data {
+		secret.Data[k] = []byte(v)
 	}
 	_, err := client.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -160,4 +163,24 @@ func EnsureToken(ctx context.Context, client kubernetes.Interface, token pki.Tok
 		}
 	}
 	return nil
+}
+
+// CurrentServerToken returns the secret (id.secret) of the servers' join
+// token (ServerTokenDescription), which k1m token rotate on any server
+// replaces; found is false when there is none, or several.
+func CurrentServerToken(ctx context.Context, client kubernetes.Interface) (secret string, found bool, err error) {
+	list, err := client.CoreV1().Secrets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+	if err != nil {
+		return "", false, fmt.Errorf("listing bootstrap tokens: %w", err)
+	}
+	var secrets []string
+	for _, s := range list.Items {
+		if string(s.Data["description"]) == ServerTokenDescription {
+			secrets = append(secrets, string(s.Data["token-id"])+"."+string(s.Data["token-secret"]))
+		}
+	}
+	if len(secrets) != 1 {
+		return "", false, nil
+	}
+	return secrets[0], true, nil
 }

@@ -32,8 +32,12 @@ func TestTokenLifecycle(t *testing.T) {
 	secret, _ := client.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-bbbbbb", metav1.GetOptions{})
 	want := map[string]string{"token-id": "bbbbbb", "token-secret": "0123456789abcdef", "usage-bootstrap-authentication": "true",
 		"auth-extra-groups": BootstrapGroup, "description": "for rack 7", "expiration": info.Expires.Format(time.RFC3339)}
-	if !reflect.DeepEqual(secret.StringData, want) || secret.Type != "bootstrap.kubernetes.io/token" {
-		t.Errorf("Secret %v %v, want %v", secret.Type, secret.StringData, want)
+	got := map[string]string{}
+	for k, v := range secret.Data {
+		got[k] = string(v)
+	}
+	if !reflect.DeepEqual(got, want) || secret.Type != "bootstrap.kubernetes.io/token" {
+		t.Errorf("Secret %v %v, want %v", secret.Type, got, want)
 	}
 	if _, err := CreateToken(ctx, client, daily, time.Hour, ""); err == nil || err.Error() != "a token with ID bbbbbb exists already" {
 		t.Errorf("a second token with one ID: %v", err)

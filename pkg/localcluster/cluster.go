@@ -167,6 +167,15 @@ func (c *Cluster) joinToken() (string, error) {
 	return strings.TrimSpace(string(data)), nil
 }
 
+// serverToken is the cluster's server token, which server 1 keeps.
+func (c *Cluster) serverToken() (string, error) {
+	data, err := os.ReadFile(c.plan.Servers[0].ServerTokenFile())
+	if err != nil {
+		return "", fmt.Errorf("reading the server token: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
 // startServer starts server i in the background.
 func (c *Cluster) startServer(i int) error {
 	n, err := c.plan.serverNode(i)
@@ -175,7 +184,7 @@ func (c *Cluster) startServer(i int) error {
 	}
 	token := ""
 	if i > 1 {
-		if token, err = c.joinToken(); err != nil {
+		if token, err = c.serverToken(); err != nil {
 			return err
 		}
 	}

@@ -60,6 +60,9 @@ func (n Node) AdminKubeconfig() string { return constants.AdminKubeconfig(n.Data
 // TokenFile is where a server keeps the cluster's join token.
 func (n Node) TokenFile() string { return filepath.Join(n.DataDir, "token") }
 
+// ServerTokenFile is where a server of several keeps the server token.
+func (n Node) ServerTokenFile() string { return filepath.Join(n.DataDir, "server-token") }
+
 // URL is a server's kube-apiserver URL, at its node IP.
 func (n Node) URL() string { return "https://" + netip.AddrPortFrom(n.Addr, apiPort).String() }
 
@@ -154,8 +157,8 @@ type Command struct {
 	Env []string
 }
 
-// ServerCommand runs server i. token is the join token servers after the
-// first join with; it goes in the environment, not argv: ps shows argv
+// ServerCommand runs server i. token is the server token servers after
+// the first join with; it goes in the environment, not argv: ps shows argv
 // to everyone.
 func (p Plan) ServerCommand(i int, token string) Command {
 	n := p.Servers[i-1]

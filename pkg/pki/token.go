@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"encoding/base32"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -24,7 +25,31 @@ const tokenPrefix = "K1M"
 type Token struct {
 	CAHash string // hex SHA-256 of the CA certificate (DER)
 	Secret string
+	// Seal, in a server token only (K1M<hash>::<secret>::<seal>), is the
+	// key of the bundle of CA keys servers share (package bootstrap). It
+	// is never stored in the cluster: a join token, or anyone who reads
+	// the cluster's Secrets or an etcd snapshot, cannot open the bundle.
+	Seal string
 }
+
+// sealRE is a seal: 256 random bits in lower-case base32, unpadded.
+var sealRE = regexp.MustCompile(`^[a-z2-7]{52}$`)
+
+// NewSeal returns a random seal.
+func NewSeal() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)), nil
+}
+
+// IsServerToken tells a server token (it carries the seal) from an
+// agent's join token.
+func (t Token) IsServerToken() bool { return t.Seal != "" }
+
+// JoinToken is the token without its seal: what joins an agent.
+func (t Token) JoinToken() Token { return Token{CAHash: t.CAHash, Secret: t.Secret} }
 
 // The secret is a Kubernetes bootstrap token, "<6>.<16>" lowercase
 // letters and digits: kube-apiserver authenticates it natively
@@ -144,16 +169,23 @@ func hashCert(cert *x509.Certificate) string {
 
 // String renders the token.
 func (t Token) String() string {
+	if t.Seal != "" {
+		return tokenPrefix + t.CAHash + "::" + t.Secret + "::" + t.Seal
+	}
 	return tokenPrefix + t.CAHash + "::" + t.Secret
 }
 
 // ParseToken reads a token, with an error that shows the valid form.
 func ParseToken(s string) (Token, error) {
-	const form = "K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token)"
+	const form = "K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token), or a server token, the same followed by ::<seal> (DATA-DIR/server-token)"
 	rest, ok := strings.CutPrefix(strings.TrimSpace(s), tokenPrefix)
 	hash, secret, found := strings.Cut(rest, "::")
 	if !ok || !found {
 		return Token{}, fmt.Errorf("--token is not of the form %s", form)
+	}
+	secret, seal, sealed := strings.Cut(secret, "::")
+	if sealed && !sealRE.MatchString(seal) {
+		return Token{}, fmt.Errorf("--token: its seal (after the second ::) is not 52 lower-case base32 characters; want %s", form)
 	}
 	if _, err := hex.DecodeString(hash); err != nil || len(hash) != 64 {
 		return Token{}, fmt.Errorf("--token: the CA hash is not 64 hex digits; want %s", form)
@@ -161,7 +193,7 @@ func ParseToken(s string) (Token, error) {
 	if err := CheckSecret(secret); err != nil {
 		return Token{}, fmt.Errorf("--token: %v; want %s", err, form)
 	}
-	return Token{CAHash: strings.ToLower(hash), Secret: secret}, nil
+	return Token{CAHash: strings.ToLower(hash), Secret: secret, Seal: seal}, nil
 }
 
 // VerifyCA checks that caPEM is exactly the one CA the token names and

@@ -117,3 +117,38 @@ func TestNewSecretIsABootstrapToken(t *testing.T) {
 		t.Fatalf("want an error that does not show the secret, got %v", err)
 	}
 }
+
+// A server token carries the seal after a second "::"; its join token is
+// the same without it. A malformed seal is refused naming the form.
+func TestServerTokenRoundTrip(t *testing.T) {
+	seal, err := NewSeal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := Token{CAHash: strings.Repeat("ab", 32), Secret: "k1mabc.0123456789abcdef", Seal: seal}
+	got, err := ParseToken(server.String())
+	if err != nil || got != server || !got.IsServerToken() {
+		t.Fatalf("ParseToken(%s) = %+v, %v", server, got, err)
+	}
+	join := got.JoinToken()
+	if join.IsServerToken() || join.String() != "K1M"+strings.Repeat("ab", 32)+"::k1mabc.0123456789abcdef" {
+		t.Errorf("join token %s", join)
+	}
+	if other, _ := NewSeal(); other == seal || len(other) != 52 {
+		t.Errorf("two seals %s and %s", seal, other)
+	}
+	_, err = ParseToken(join.String() + "::short")
+	if err == nil || !strings.HasPrefix(err.Error(), "--token: its seal (after the second ::) is not 52 lower-case base32 characters") {
+		t.Errorf("a short seal: %v", err)
+	}
+}
+
+func TestChosenSecretIsNotTheExample(t *testing.T) {
+	if err := CheckChosenSecret("k1mabc.0123456789abcdef"); err != nil {
+		t.Errorf("a chosen secret: %v", err)
+	}
+	want := "the token secret abcdef.<redacted> is the documentation's example, which anyone can read: choose your own (k1m token create prints a random one) or leave it empty to have one generated"
+	if err := CheckChosenSecret(ExampleSecret); err == nil || err.Error() != want {
+		t.Errorf("the example: %v", err)
+	}
+}

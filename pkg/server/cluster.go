@@ -35,6 +35,10 @@ type membership struct {
 // --server) keeps its etcds reachable by the others.
 func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi-server") }
 
+// IsClustered tells whether the server of dataDir is one of several
+// (started with --cluster-init or --server).
+func IsClustered(dataDir string) bool { return fileExists(clusterMarker(dataDir)) }
+
 func durableHasData(dataDir string) bool { return etcd.HasData(filepath.Join(dataDir, "etcd")) }
 
 // joinedBefore tells a joining server's restart from its first start: its
@@ -90,9 +94,9 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, joinFlagError(err)
 	}
-	bundle, err := bootstrap.Open(fetched.Sealed, token.TokenID(), token.Secret)
+	bundle, err := bootstrap.Open(fetched.Sealed, token.Seal)
 	if errors.Is(err, bootstrap.ErrWrongToken) {
-		return nil, fmt.Errorf("--token: %w: join servers with a server's DATA-DIR/token", err)
+		return nil, fmt.Errorf("--token: %w: join servers with a server's DATA-DIR/server-token", err)
 	}
 	if err != nil {
 		return nil, err
@@ -168,15 +172,31 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// publishServer seals this server's copy of the shared files under its
-// token and records the server and where its durable etcd serves (durable
-// nil: none): what the next joining server and k1m server remove read.
-func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface, token pki.Token, durable *etcd.Running) error {
+// publishServer records the server and where its durable etcd serves
+// (durable nil: none), and seals this server's copy of the shared files
+// with the server token's seal: what the next joining server and k1m
+// server remove read. A server without a seal makes one when the cluster
+// has none yet (its first start as one of several, or the first start of
+// this build); one whose seal the cluster no longer uses (rotated on
+// another server) forgets it.
+func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface, token *serverToken, durable *etcd.Running) error {
 	bundle, err := bootstrap.Read(TLSDir(s.cfg.DataDir), s.cfg.SecretsEncryption)
 	if err != nil {
 		return err
 	}
-	sealed, err := bootstrap.Seal(bundle, token.TokenID(), token.Secret)
+	fresh := token.seal == ""
+	if fresh {
+		if token.seal, err = pki.NewSeal(); err != nil {
+			return err
+		}
+		// Kept before it is published: a seal the cluster uses must not
+		// exist only in memory. (DATA-DIR/token comes last: its presence
+		// tells scripts the server is ready.)
+		if err := s.writeServerToken(*token); err != nil {
+			return err
+		}
+	}
+	sealed, err := bootstrap.Seal(bundle, token.seal)
 	if err != nil {
 		return err
 	}
@@ -184,5 +204,41 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 	if durable != nil {
 		etcdURL = durable.Member.AdvertisedClientURL()
 	}
-	return join.PublishServer(ctx, client, token.TokenID(), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL, s.datastore())
+	err = join.PublishServer(ctx, client, bootstrap.SealID(token.seal), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL, s.datastore())
+	if errors.Is(err, join.ErrSealRotated) {
+		if !fresh {
+			s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", err, ServerTokenFile(s.cfg.DataDir))
+		}
+		token.seal = ""
+		return removeIfExists(ServerTokenFile(s.cfg.DataDir))
+	}
+	if err == nil && fresh {
+		s.step("made the server token's seal (%s): the shared files are sealed with it", ServerTokenFile(s.cfg.DataDir))
+	}
+	return err
+}
+
+// writeTokenFiles writes DATA-DIR/server-token when the server holds the
+// seal, then DATA-DIR/token.
+func (s *Server) writeTokenFiles(token serverToken) error {
+	if err := s.writeServerToken(token); err != nil {
+		return err
+	}
+	return fsutil.WriteFile(TokenFile(s.cfg.DataDir), []byte(token.JoinToken().String()+"\n"), 0o600)
+}
+
+func (s *Server) writeServerToken(token serverToken) error {
+	if token.seal == "" {
+		return nil
+	}
+	server := token.JoinToken()
+	server.Seal = token.seal
+	return fsutil.WriteFile(ServerTokenFile(s.cfg.DataDir), []byte(server.String()+"\n"), 0o600)
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }

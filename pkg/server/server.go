@@ -29,7 +29,6 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
-	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
@@ -54,8 +53,13 @@ type Server struct {
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
 func AdminKubeconfig(dataDir string) string { return constants.AdminKubeconfig(dataDir) }
 
-// TokenFile is where the server keeps the join token.
+// TokenFile is where the server keeps the join token (agents join with it).
 func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }
+
+// ServerTokenFile is where a server of several keeps the server token: the
+// join token with the seal of the bundle of CA keys (servers join with it).
+// The cluster never stores the seal.
+func ServerTokenFile(dataDir string) string { return filepath.Join(dataDir, "server-token") }
 
 // Run runs the server until ctx ends or a component fails.
 func Run(ctx context.Context, flags config.Server, out io.Writer) error {
@@ -116,10 +120,16 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	if s.member.clustered {
-		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, token.Token, local.durable) })
+		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, &token, local.durable) })
 		if err != nil {
 			return err
 		}
+		// A rotation on another server while this one was down: follow it
+		// before the token files are written below.
+		if next, err := s.followTokensOnce(ctx, client, token); err == nil {
+			token = next
+		}
+		go s.followTokens(ctx, client, token)
 	}
 	controllers, err := s.phaseControllers(ctx, c)
 	if err != nil {
@@ -129,14 +139,17 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(client)}).Run(ctx)
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
-	if err := fsutil.WriteFile(TokenFile(cfg.DataDir), []byte(token.String()+"\n"), 0o600); err != nil {
+	if err := s.writeTokenFiles(token); err != nil {
 		return err
 	}
 	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(cfg.DataDir))
 	s.step("join nodes with: k1m agent --server %s --token $(cat %s)", apiURL(s.advertise, cfg.HTTPSPort), TokenFile(cfg.DataDir))
+	if token.seal != "" {
+		s.step("join servers with: k1m server --server %s --token $(cat %s) (it opens the cluster's CA keys: keep it to servers)", apiURL(s.advertise, cfg.HTTPSPort), ServerTokenFile(cfg.DataDir))
+	}
 	agentDone := make(chan error, 1)
 	if !cfg.DisableAgent {
-		go func() { agentDone <- s.runAgent(ctx, token.Token) }()
+		go func() { agentDone <- s.runAgent(ctx, token.JoinToken()) }()
 	}
 	var failed error
 	select {
@@ -245,16 +258,38 @@ func (s *Server) phasePreflight() error {
 // serverToken is the server's join token and whether its bootstrap-token
 // Secret is still to be created (a token the data directory keeps has
 // one already: creating it again at every start would bring back a
-// token an operator deleted).
+// token an operator deleted), and the seal of the server token when this
+// server holds it.
 type serverToken struct {
-	pki.Token
-	create  bool
-	replace string // ID of the token --token replaces, deleted once it exists
+	pki.Token        // the join token, never with the seal
+	create    bool
+	replace   string // ID of the token --token replaces, deleted once it exists
+	seal      string
 }
 
-// phaseToken loads the join token from DATA-DIR/token, or takes --token,
-// or makes one.
+// phaseToken settles the join token (joinToken) and the seal this server
+// holds: from DATA-DIR/server-token, or from a joining server's --token;
+// none yet on a lone server, or on a server that joined before servers
+// had a seal (publishServer makes one when the cluster has none).
 func (s *Server) phaseToken() (serverToken, error) {
+	t, err := s.joinToken()
+	if err != nil {
+		return serverToken{}, err
+	}
+	t.seal = s.cfg.JoinToken.Seal
+	if data, err := os.ReadFile(ServerTokenFile(s.cfg.DataDir)); err == nil {
+		kept, err := pki.ParseToken(string(data))
+		if err != nil || !kept.IsServerToken() {
+			return serverToken{}, fmt.Errorf("%s: not a server token (%v): restore it from another server's copy, or run k1m token rotate there", ServerTokenFile(s.cfg.DataDir), err)
+		}
+		t.seal = kept.Seal
+	}
+	return t, nil
+}
+
+// joinToken loads the join token from DATA-DIR/token, or takes --token,
+// or makes one.
+func (s *Server) joinToken() (serverToken, error) {
 	var kept *pki.Token
 	if data, err := os.ReadFile(TokenFile(s.cfg.DataDir)); err == nil {
 		t, err := pki.ParseToken(string(data))
@@ -268,7 +303,7 @@ func (s *Server) phaseToken() (serverToken, error) {
 		return serverToken{Token: *kept}, nil
 	case s.cfg.JoinServer != "":
 		// The cluster's token: its bootstrap-token Secret exists.
-		return serverToken{Token: s.cfg.JoinToken}, nil
+		return serverToken{Token: s.cfg.JoinToken.JoinToken()}, nil
 	case s.cfg.Token != "" && kept != nil && kept.Secret != s.cfg.Token:
 		return serverToken{Token: pki.Token{Secret: s.cfg.Token}, create: true, replace: kept.TokenID()}, nil
 	case s.cfg.Token != "":

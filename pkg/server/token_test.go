@@ -1,15 +1,23 @@
 package server
 
 import (
+	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"k8s.io/apiserver/pkg/audit/policy"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -71,5 +79,63 @@ func TestDefaultAuditPolicySkipsHeartbeatsOnly(t *testing.T) {
 		if got := string(eval.EvaluatePolicyRule(c.attrs).Level); got != c.want {
 			t.Errorf("%s: level %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// The seal comes from DATA-DIR/server-token, else a joining server's
+// --token; DATA-DIR/token never holds it.
+func TestPhaseTokenSeal(t *testing.T) {
+	const hash = "0123456789012345678901234567890123456789012345678901234567890123"
+	seal, _ := pki.NewSeal()
+	joining := pki.Token{CAHash: hash, Secret: "kepttt.0123456789abcdef", Seal: seal}
+	dir := t.TempDir()
+	s := &Server{cfg: &config.CompletedServer{Server: config.Server{DataDir: dir, JoinServer: "https://[fddf:4035:b520::1:1]:6443"}, JoinToken: joining}, out: io.Discard}
+	got, err := s.phaseToken()
+	if err != nil || got.seal != seal || got.Token != joining.JoinToken() {
+		t.Fatalf("joining: %+v, %v", got, err)
+	}
+	if err := s.writeTokenFiles(got); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile, _ := os.ReadFile(TokenFile(dir))
+	serverFile, _ := os.ReadFile(ServerTokenFile(dir))
+	if string(tokenFile) != joining.JoinToken().String()+"\n" || string(serverFile) != joining.String()+"\n" {
+		t.Errorf("token %q, server-token %q", tokenFile, serverFile)
+	}
+	restart := &Server{cfg: &config.CompletedServer{Server: config.Server{DataDir: dir}}, out: io.Discard}
+	if got, err := restart.phaseToken(); err != nil || got.seal != seal {
+		t.Errorf("restart without --token: %+v, %v", got, err)
+	}
+	os.WriteFile(ServerTokenFile(dir), []byte(joining.JoinToken().String()), 0o600)
+	if _, err := restart.phaseToken(); err == nil {
+		t.Error("a server-token without a seal was accepted")
+	}
+}
+
+// After k1m token rotate on another server: the new join token is
+// written, and a seal the cluster no longer publishes is forgotten.
+func TestFollowTokens(t *testing.T) {
+	const hash = "0123456789012345678901234567890123456789012345678901234567890123"
+	ctx := context.Background()
+	seal, _ := pki.NewSeal()
+	other, _ := pki.NewSeal()
+	dir := t.TempDir()
+	s := &Server{cfg: &config.CompletedServer{Server: config.Server{DataDir: dir}}, out: io.Discard}
+	was := serverToken{Token: pki.Token{CAHash: hash, Secret: "oldtkn.0123456789abcdef"}, seal: seal}
+	s.writeTokenFiles(was)
+	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
+		Data: map[string]string{"bundle." + bootstrap.SealID(seal): "sealed"}})
+	join.CreateToken(ctx, client, pki.Token{Secret: "newtkn.0123456789abcdef"}, 0, join.ServerTokenDescription)
+	got, err := s.followTokensOnce(ctx, client, was)
+	if err != nil || got.Secret != "newtkn.0123456789abcdef" || got.seal != seal {
+		t.Fatalf("a rotated join token: %+v, %v", got, err)
+	}
+	if data, _ := os.ReadFile(ServerTokenFile(dir)); !strings.Contains(string(data), "::newtkn.0123456789abcdef::"+seal) {
+		t.Errorf("server-token %q", data)
+	}
+	join.ReplaceBundle(ctx, client, bootstrap.SealID(other), []byte("sealed"))
+	got, err = s.followTokensOnce(ctx, client, got)
+	if _, statErr := os.Stat(ServerTokenFile(dir)); err != nil || got.seal != "" || !os.IsNotExist(statErr) {
+		t.Errorf("a rotated seal: %+v, %v, server-token %v", got, err, statErr)
 	}
 }

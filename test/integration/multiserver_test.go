@@ -21,8 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/localcluster"
+	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/testutil"
@@ -78,8 +81,13 @@ func TestMultiServer(t *testing.T) {
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
+	t.Run("KubeSystemReaderCannotUnsealTheCAs", func(t *testing.T) { m.testBundleSealed(ctx, t) })
+	var oldServerToken string
+	t.Run("TokenRotationRetiresTheOldServerToken", func(t *testing.T) { oldServerToken = m.testRotation(ctx, t, dataRoot) })
 	t.Run("RemoveRefusedWithoutQuorum", func(t *testing.T) { m.testRemoveRefused(ctx, t) })
+	// Joins with the server token the rotation made.
 	t.Run("ReplaceDeadServer", func(t *testing.T) { m.testReplaceDeadServer(ctx, t, dataRoot, clusterDir) })
+	t.Run("EveryServerFollowsTheRotation", func(t *testing.T) { m.requireRotationFollowed(ctx, t, oldServerToken) })
 }
 
 func requireNodesReady(ctx context.Context, t *testing.T, client kubernetes.Interface, want int) {
@@ -317,7 +325,11 @@ const failedPrefix = `"command failed" err="`
 // directory but what a refusal leaves.
 func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataRoot string) {
 	s1 := m.h.Server(1)
-	serverToken, err := os.ReadFile(s1.TokenFile())
+	serverToken, err := os.ReadFile(s1.ServerTokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinToken, err := os.ReadFile(s1.TokenFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,6 +345,7 @@ func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataR
 		want        string
 	}{
 		{"an agent's token", agentToken, nil, "--token: not a server token: token "},
+		{"the servers' join token without the seal", strings.TrimSpace(string(joinToken)), nil, "--token: not a server token: token "},
 		{"a token naming another CA", wrongCA, nil, "--token: the server's CA (sha256 "},
 		{"another cluster domain", strings.TrimSpace(string(serverToken)), []string{"--cluster-domain=other.example"},
 			"--cluster-domain other.example differs from the cluster's cluster.local: every server of a cluster has the same; start this one with --cluster-domain=cluster.local"},
@@ -380,7 +393,7 @@ func (m *multiCluster) testRemoveRefused(ctx context.Context, t *testing.T) {
 // without becoming an etcd member, then is stopped and removed.
 func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, dataRoot, logDir string) {
 	s1 := m.h.Server(1)
-	token, err := os.ReadFile(s1.TokenFile())
+	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +514,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 		t.Errorf("Node %s is still there after k1m server remove", dead.Name)
 	}
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name})
-	token, err := os.ReadFile(s1.TokenFile())
+	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,4 +527,123 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a write through the replacement server: %v", err)
 	}
+}
+
+// testBundleSealed reads, with the admin's rights (more than any kube-system
+// reader has), every Secret and ConfigMap of kube-system, and tries each
+// value, every join token's secret and a fresh agent token as the key of
+// the sealed bundle of CA keys: none opens it; the server token does (the
+// positive control). No bundle sealed with a join token's secret is left.
+func (m *multiCluster) testBundleSealed(ctx context.Context, t *testing.T) {
+	s1 := m.h.Server(1)
+	cm, err := m.client(1).CoreV1().ConfigMaps("kube-system").Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sealed []string
+	for k, v := range cm.Data {
+		switch {
+		case strings.HasPrefix(k, "bundle."):
+			sealed = append(sealed, v)
+		case strings.HasPrefix(k, "token."):
+			t.Errorf("%s/%s still holds %s, a bundle sealed with a join token's secret", cm.Namespace, cm.Name, k)
+		}
+	}
+	if len(sealed) != 1 {
+		t.Fatalf("%d sealed bundles published, want 1", len(sealed))
+	}
+	candidates := []string{}
+	secrets, err := m.client(1).CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		for _, v := range s.Data {
+			candidates = append(candidates, string(v))
+		}
+		if id, secret := s.Data["token-id"], s.Data["token-secret"]; id != nil {
+			candidates = append(candidates, string(id)+"."+string(secret))
+		}
+	}
+	cms, err := m.client(1).CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cms.Items {
+		for _, v := range c.Data {
+			candidates = append(candidates, v)
+		}
+	}
+	for _, f := range []string{s1.TokenFile()} {
+		data, _ := os.ReadFile(f)
+		tok, err := pki.ParseToken(string(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		candidates = append(candidates, tok.Secret, tok.String())
+	}
+	for _, c := range candidates {
+		if _, err := bootstrap.Open([]byte(sealed[0]), c); err == nil {
+			t.Fatalf("a value readable in kube-system (%d bytes) opens the bundle of CA keys", len(c))
+		}
+	}
+	data, _ := os.ReadFile(s1.ServerTokenFile())
+	server, err := pki.ParseToken(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bootstrap.Open([]byte(sealed[0]), server.Seal); err != nil {
+		t.Errorf("the server token does not open the bundle: %v", err)
+	}
+}
+
+// testRotation rotates the tokens on server 1: a server joining with the
+// old server token is refused, and nothing of the cluster lands in its
+// data directory. It returns the old server token.
+func (m *multiCluster) testRotation(ctx context.Context, t *testing.T, dataRoot string) string {
+	s1 := m.h.Server(1)
+	old, err := os.ReadFile(s1.ServerTokenFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, m.k1m, "token", "rotate", "--data-dir", s1.DataDir, "--kubeconfig", s1.AdminKubeconfig()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "new server token written to "+s1.ServerTokenFile()) {
+		t.Fatalf("k1m token rotate: %v\n%s", err, out)
+	}
+	now, _ := os.ReadFile(s1.ServerTokenFile())
+	if string(now) == string(old) {
+		t.Fatal("DATA-DIR/server-token did not change")
+	}
+	dir := filepath.Join(dataRoot, "rotated-out-server")
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, m.k1m, "server", "--server", s1.URL(), "--data-dir", dir, "--disable-agent", "--node-name", "k1m-server-rotated-out")
+	cmd.Env = append(os.Environ(), "K1M_TOKEN="+strings.TrimSpace(string(old)))
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), failedPrefix+"--token: ") {
+		t.Errorf("a server joining with the rotated-out server token: %v\n%s\nwant a --token refusal", err, tail(out))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tls", "ca.key")); err == nil {
+		t.Error("the rotated-out server token still obtained the cluster's CA key")
+	}
+	return strings.TrimSpace(string(old))
+}
+
+// requireRotationFollowed checks that server 2, which was not where the
+// tokens were rotated and was not restarted for it, no longer keeps the old
+// server token and keeps the new join token.
+func (m *multiCluster) requireRotationFollowed(ctx context.Context, t *testing.T, old string) {
+	s1, s2 := m.h.Server(1), m.h.Server(2)
+	want, _ := os.ReadFile(s1.TokenFile())
+	testutil.Eventually(t, 2*time.Minute, "server 2 following the rotation", func() error {
+		if data, err := os.ReadFile(s2.ServerTokenFile()); err == nil {
+			if strings.TrimSpace(string(data)) == old {
+				return fmt.Errorf("%s still holds the old server token", s2.ServerTokenFile())
+			}
+			return fmt.Errorf("%s holds a server token it cannot have (%v)", s2.ServerTokenFile(), err)
+		}
+		if got, _ := os.ReadFile(s2.TokenFile()); string(got) != string(want) {
+			return fmt.Errorf("%s holds %q, server 1 %q", s2.TokenFile(), got, want)
+		}
+		return nil
+	})
 }

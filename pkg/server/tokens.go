@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"k1m.dev/k1m/pkg/bootstrap"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// tokenFollowInterval is how often a server of several checks the tokens
+// it keeps against the cluster's: one list of bootstrap tokens and one
+// GET of a ConfigMap per server per minute.
+const tokenFollowInterval = time.Minute
+
+// followTokens keeps DATA-DIR/token and DATA-DIR/server-token true after
+// k1m token rotate on another server: the new join token is written, and
+// a seal the cluster no longer uses is forgotten (it opens nothing, and a
+// stale file would send an operator joining a server to a dead token).
+func (s *Server) followTokens(ctx context.Context, client kubernetes.Interface, token serverToken) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tokenFollowInterval):
+		}
+		next, err := s.followTokensOnce(ctx, client, token)
+		if err != nil {
+			klog.V(2).InfoS("checking the cluster's tokens", "err", err)
+			continue
+		}
+		token = next
+	}
+}
+
+func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interface, token serverToken) (serverToken, error) {
+	next := token
+	secret, found, err := join.CurrentServerToken(ctx, client)
+	if err != nil {
+		return token, err
+	}
+	if found && secret != token.Secret {
+		next.Token = pki.Token{CAHash: token.CAHash, Secret: secret}
+	}
+	if next.seal != "" {
+		underID, any, err := join.BundlePublished(ctx, client, bootstrap.SealID(next.seal))
+		if err != nil {
+			return token, err
+		}
+		if any && !underID {
+			next.seal = ""
+			if err := removeIfExists(ServerTokenFile(s.cfg.DataDir)); err != nil {
+				return token, err
+			}
+			s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", join.ErrSealRotated, ServerTokenFile(s.cfg.DataDir))
+		}
+	}
+	if next.Token == token.Token && next.seal == token.seal {
+		return token, nil
+	}
+	if err := s.writeTokenFiles(next); err != nil {
+		return token, err
+	}
+	if next.Token != token.Token {
+		s.step("the cluster's join token is %s now (rotated on another server): %s rewritten", next.TokenID(), TokenFile(s.cfg.DataDir))
+	}
+	return next, nil
+}
