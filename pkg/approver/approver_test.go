@@ -117,7 +117,11 @@ func TestJoinTokenGetsANewNodeButNeverAnExistingOne(t *testing.T) {
 			"a client certificate for node agent-1 was issued to another key (CSR csr-first): a join token cannot take over a node name; delete that CSR if the machine it went to is gone"},
 		{"the same key asking again", []runtime.Object{joinRequest("csr-a", "agent-1", key).csr(t), approvedJoin(t, "csr-first", "agent-1", key)},
 			certv1.CertificateApproved, ReasonApproved, "new node agent-1 joined with a token of " + group},
-		{"a client request with an IP SAN", []runtime.Object{func() runtime.Object { r := joinRequest("csr-a", "agent-1", key); r.ips = []net.IP{ip}; return r.csr(t) }()},
+		{"a client request with an IP SAN", []runtime.Object{func() runtime.Object {
+			r := joinRequest("csr-a", "agent-1", key)
+			r.ips = []net.IP{ip}
+			return r.csr(t)
+		}()},
 			certv1.CertificateDenied, ReasonInvalidRequest, "not a kubelet client certificate request: IP subjectAltNames are not allowed"},
 		{"an upper-case node name", []runtime.Object{joinRequest("csr-a", "Agent-1", key).csr(t)}, certv1.CertificateDenied, ReasonInvalidRequest,
 			`node name "Agent-1" is not a lower-case DNS-1123 subdomain: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},

@@ -261,7 +261,7 @@ func (s *Server) phasePreflight() error {
 // token an operator deleted), and the seal of the server token when this
 // server holds it.
 type serverToken struct {
-	pki.Token        // the join token, never with the seal
+	pki.Token // the join token, never with the seal
 	create    bool
 	replace   string // ID of the token --token replaces, deleted once it exists
 	seal      string
