@@ -83,8 +83,9 @@ modprobe br_netfilter 2>/dev/null || true
 umask 077
 [[ -f /etc/k1m/k1m.env ]] || : >/etc/k1m/k1m.env # the operator's environment, kept on a reinstall
 if [[ $role == server && -n ${K1M_TOKEN:-} ]]; then
-  # A server joining a cluster (--server): the cluster's server token, read
-  # from the environment at its first start (ps shows argv to everyone).
+  # A server joining a cluster (--server): the cluster's server token (a
+  # server's DATA-DIR/server-token), read from the environment at its first
+  # start (ps shows argv to everyone).
   sed -i '/^K1M_TOKEN=/d' /etc/k1m/k1m.env
   echo "K1M_TOKEN=$K1M_TOKEN" >>/etc/k1m/k1m.env
 fi

@@ -1,5 +1,5 @@
 // Package manifests holds what k1m server deploys into every cluster
-// (node RBAC, CoreDNS) and applies it with server-side apply.
+// (node and admin RBAC, CoreDNS) and applies it with server-side apply.
 package manifests
 
 import (
@@ -33,11 +33,12 @@ type Values struct {
 	ClusterDNS     string
 	CoreDNSImage   string
 	BootstrapGroup string
+	AdminGroup     string
 }
 
 // Objects renders every manifest, in file order.
 func Objects(v Values) ([]*unstructured.Unstructured, error) {
-	for name, value := range map[string]string{"ClusterDomain": v.ClusterDomain, "ClusterDNS": v.ClusterDNS, "CoreDNSImage": v.CoreDNSImage, "BootstrapGroup": v.BootstrapGroup} {
+	for name, value := range map[string]string{"ClusterDomain": v.ClusterDomain, "ClusterDNS": v.ClusterDNS, "CoreDNSImage": v.CoreDNSImage, "BootstrapGroup": v.BootstrapGroup, "AdminGroup": v.AdminGroup} {
 		if value == "" {
 			return nil, fmt.Errorf("manifests: %s is empty", name)
 		}

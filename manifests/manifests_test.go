@@ -8,7 +8,7 @@ import (
 )
 
 func TestObjectsRenderWithEveryValue(t *testing.T) {
-	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token"})
+	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,24 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 			t.Errorf("%s %s grants auto-approval of node client certificates", o.GetKind(), o.GetName())
 		}
 	}
-	if kinds["ClusterRoleBinding"] < 4 || kinds["Deployment"] != 1 {
+	admins := false
+	for _, o := range objs {
+		subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+		roleRef, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if o.GetName() == "k1m:cluster-admins" && roleRef == "cluster-admin" && len(subjects) == 1 && subjects[0].(map[string]any)["name"] == "k1m:cluster-admins" {
+			admins = true
+		}
+	}
+	if !admins {
+		t.Error("no ClusterRoleBinding k1m:cluster-admins of the admin group to cluster-admin")
+	}
+	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 1 {
 		t.Errorf("unexpected kinds: %v", kinds)
 	}
 }
 
 func TestEmptyValueIsAnError(t *testing.T) {
-	_, err := Objects(Values{ClusterDomain: "cluster.local", CoreDNSImage: "x", BootstrapGroup: "g"})
+	_, err := Objects(Values{ClusterDomain: "cluster.local", CoreDNSImage: "x", BootstrapGroup: "g", AdminGroup: "a"})
 	if err == nil || !strings.Contains(err.Error(), "ClusterDNS") {
 		t.Fatalf("want an error naming ClusterDNS, got %v", err)
 	}

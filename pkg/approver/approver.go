@@ -19,10 +19,12 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
@@ -34,6 +36,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/apis/certificates"
@@ -56,7 +60,24 @@ type Approver struct {
 	BootstrapGroup string
 	// ControlPlane is refused in serving certificates.
 	ControlPlane ControlPlane
+
+	// csrs indexes the CSRs by the node name of approved kubelet client
+	// requests (the informer's cache: no list per request).
+	csrs cache.Indexer
+	// names serializes join decisions and remembers the key each node
+	// name was approved for here, which the cache may not show yet.
+	names struct {
+		sync.Mutex
+		approved map[string][]byte
+	}
 }
+
+// Workers is how many CSRs are decided at once. Join decisions take a
+// lock of their own (one node name, one key), serving ones read the Node.
+const Workers = 4
+
+// approvedClientName indexes approved kubelet client CSRs by common name.
+const approvedClientName = "approvedClientName"
 
 type verdict struct {
 	approve bool
@@ -70,14 +91,47 @@ type errNotYet struct{ why string }
 
 func (e errNotYet) Error() string { return e.why }
 
-// Run decides CSRs until ctx ends, one at a time: the checks of one
-// decision read the API live, so two requests racing for one node name
-// cannot both pass.
+// Election is the Lease servers campaign for: one approver decides at a
+// time, so "one node name, one key" holds across servers.
+const Election = "k1m-approver"
+
+// RunElected runs the approver while this process holds the Lease
+// kube-system/k1m-approver (identity: the server's node name), and
+// campaigns again after losing it, until ctx ends.
+func (a *Approver) RunElected(ctx context.Context, identity string) {
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: Election},
+		Client: a.Client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: identity}}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true, Name: Election,
+			// kube-controller-manager's timings.
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					klog.InfoS("deciding node certificate requests (leader)", "lease", metav1.NamespaceSystem+"/"+Election)
+					a.Run(ctx)
+				},
+				OnStoppedLeading: func() {
+					klog.InfoS("no longer deciding node certificate requests", "lease", metav1.NamespaceSystem+"/"+Election)
+				},
+			},
+		})
+	}
+}
+
+// Run decides CSRs until ctx ends, Workers at a time, from the informer's
+// cache of CSRs; join decisions are serialized (names) so that two
+// requests racing for one node name cannot both pass.
 func (a *Approver) Run(ctx context.Context) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
 	factory := informers.NewSharedInformerFactory(a.Client, 10*time.Minute)
 	informer := factory.Certificates().V1().CertificateSigningRequests().Informer()
+	if err := informer.AddIndexers(cache.Indexers{approvedClientName: indexApprovedClientName}); err != nil {
+		klog.ErrorS(err, "indexing CSRs")
+		return
+	}
+	a.csrs = informer.GetIndexer()
 	enqueue := func(obj any) {
 		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && pending(csr) {
 			queue.Add(csr.Name)
@@ -85,26 +139,56 @@ func (a *Approver) Run(ctx context.Context) {
 	}
 	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
 	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return
+	}
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	for {
-		name, quit := queue.Get()
-		if quit {
-			return
-		}
-		err := a.Sync(ctx, name)
-		switch {
-		case err == nil:
-			queue.Forget(name)
-		case ctx.Err() != nil:
-		default:
-			klog.V(2).InfoS("CSR not decided yet", "csr", name, "why", err)
-			queue.AddRateLimited(name)
-		}
-		queue.Done(name)
+	var wg sync.WaitGroup
+	for range Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a.next(ctx, queue) {
+			}
+		}()
 	}
+	wg.Wait()
+}
+
+// next decides one queued CSR; false once the queue is shut down.
+func (a *Approver) next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+	name, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(name)
+	err := a.Sync(ctx, name)
+	switch {
+	case err == nil:
+		queue.Forget(name)
+	case ctx.Err() != nil:
+	default:
+		klog.V(2).InfoS("CSR not decided yet", "csr", name, "why", err)
+		queue.AddRateLimited(name)
+	}
+	return true
+}
+
+// indexApprovedClientName keys an approved kubelet client CSR by the
+// common name it asks for.
+func indexApprovedClientName(obj any) ([]string, error) {
+	csr, ok := obj.(*certv1.CertificateSigningRequest)
+	if !ok || csr.Spec.SignerName != certv1.KubeAPIServerClientKubeletSignerName || !approved(csr) {
+		return nil, nil
+	}
+	req, err := parse(csr)
+	if err != nil {
+		return nil, nil
+	}
+	return []string{req.Subject.CommonName}, nil
 }
 
 // Sync decides one CSR, if it is still pending and one this package owns.
@@ -119,19 +203,57 @@ func (a *Approver) Sync(ctx context.Context, name string) error {
 	if !pending(csr) {
 		return nil
 	}
-	var v *verdict
 	switch {
 	case csr.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && slices.Contains(csr.Spec.Groups, a.BootstrapGroup):
-		v, err = a.decideJoin(ctx, csr)
+		return a.syncJoin(ctx, csr)
 	case csr.Spec.SignerName == certv1.KubeletServingSignerName:
-		v, err = a.decideServing(ctx, csr)
-	default:
-		return nil // the controller manager's, or nobody's
+		v, err := a.decideServing(ctx, csr)
+		if err != nil {
+			return err
+		}
+		return a.record(ctx, csr, v)
 	}
+	return nil // the controller manager's, or nobody's
+}
+
+// syncJoin decides and records a join request holding the names lock, and
+// remembers an approval until the cache shows it.
+func (a *Approver) syncJoin(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
+	a.names.Lock()
+	defer a.names.Unlock()
+	v, err := a.decideJoin(ctx, csr)
 	if err != nil {
 		return err
 	}
-	return a.record(ctx, csr, v)
+	if err := a.record(ctx, csr, v); err != nil {
+		return err
+	}
+	if v.approve {
+		if req, err := parse(csr); err == nil {
+			if a.names.approved == nil {
+				a.names.approved = map[string][]byte{}
+			}
+			a.names.approved[req.Subject.CommonName] = publicKey(req)
+		}
+	}
+	return nil
+}
+
+// approvedFor lists the approved kubelet client CSRs for a common name,
+// from the informer's cache.
+func (a *Approver) approvedFor(commonName string) ([]*certv1.CertificateSigningRequest, error) {
+	if a.csrs == nil {
+		return nil, errors.New("the approver's CSR cache is not running")
+	}
+	objs, err := a.csrs.ByIndex(approvedClientName, commonName)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*certv1.CertificateSigningRequest, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*certv1.CertificateSigningRequest))
+	}
+	return out, nil
 }
 
 func pending(csr *certv1.CertificateSigningRequest) bool {
@@ -177,22 +299,24 @@ func (a *Approver) decideJoin(ctx context.Context, csr *certv1.CertificateSignin
 	// name to another key in the last hour (approved CSRs live that long)
 	// binds the name too. The same key asking again is the same kubelet
 	// (it keeps its key across restarts while it waits).
-	all, err := a.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	others, err := a.approvedFor(req.Subject.CommonName)
 	if err != nil {
 		return nil, err
 	}
-	for i := range all.Items {
-		other := &all.Items[i]
-		if other.Name == csr.Name || other.Spec.SignerName != certv1.KubeAPIServerClientKubeletSignerName || !approved(other) {
+	for _, other := range others {
+		if other.Name == csr.Name {
 			continue
 		}
 		otherReq, err := parse(other)
-		if err != nil || otherReq.Subject.CommonName != req.Subject.CommonName {
+		if err != nil {
 			continue
 		}
 		if !samePublicKey(otherReq, req) {
 			return deny(ReasonNameTaken, "a client certificate for node %s was issued to another key (CSR %s): a join token cannot take over a node name; delete that CSR if the machine it went to is gone", node, other.Name), nil
 		}
+	}
+	if key, ok := a.names.approved[req.Subject.CommonName]; ok && string(key) != string(publicKey(req)) {
+		return deny(ReasonNameTaken, "a client certificate for node %s was approved for another key a moment ago: a join token cannot take over a node name", node), nil
 	}
 	return &verdict{approve: true, reason: ReasonApproved, message: fmt.Sprintf("new node %s joined with a token of %s", node, a.BootstrapGroup)}, nil
 }
@@ -299,7 +423,15 @@ func usages(csr *certv1.CertificateSigningRequest) sets.String {
 }
 
 func samePublicKey(a, b *x509.CertificateRequest) bool {
-	ad, err1 := x509.MarshalPKIXPublicKey(a.PublicKey)
-	bd, err2 := x509.MarshalPKIXPublicKey(b.PublicKey)
-	return err1 == nil && err2 == nil && string(ad) == string(bd)
+	ad, bd := publicKey(a), publicKey(b)
+	return ad != nil && string(ad) == string(bd)
+}
+
+// publicKey is the request's public key in DER, nil if it does not encode.
+func publicKey(r *x509.CertificateRequest) []byte {
+	der, err := x509.MarshalPKIXPublicKey(r.PublicKey)
+	if err != nil {
+		return nil
+	}
+	return der
 }

@@ -10,11 +10,14 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 )
 
 const group = "system:bootstrappers:k1m:default-node-token"
@@ -87,7 +91,7 @@ func node(name string, addrs ...corev1.NodeAddress) *corev1.Node {
 func decided(t *testing.T, objects []runtime.Object, want string) (*certv1.CertificateSigningRequestCondition, error) {
 	t.Helper()
 	client := fake.NewSimpleClientset(objects...)
-	a := &Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}
+	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}, objects...)
 	before, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
 	err := a.Sync(context.Background(), want)
 	after, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
@@ -279,5 +283,63 @@ func TestServersOf(t *testing.T) {
 	}
 	if err != nil || !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("ServersOf: %v, %v; want %v", got, err, want)
+	}
+}
+
+// withCache gives a the CSR cache Run would fill from the informer.
+func withCache(a *Approver, objects ...runtime.Object) *Approver {
+	a.csrs = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{approvedClientName: indexApprovedClientName})
+	for _, o := range objects {
+		if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
+			a.csrs.Add(csr)
+		}
+	}
+	return a
+}
+
+// Two requests for one new node name with two keys, decided by several
+// workers before the cache shows either approval: exactly one is
+// approved.
+func TestOneKeyPerNameAcrossWorkers(t *testing.T) {
+	var objects []runtime.Object
+	for i := range 8 {
+		objects = append(objects, joinRequest(fmt.Sprintf("csr-%d", i), "agent-1", newKey(t)).csr(t))
+	}
+	client := fake.NewSimpleClientset(objects...)
+	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}) // an empty cache: it lags
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.Sync(context.Background(), fmt.Sprintf("csr-%d", i)) }()
+	}
+	wg.Wait()
+	approvedCount := 0
+	for i := range 8 {
+		csr, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), fmt.Sprintf("csr-%d", i), metav1.GetOptions{})
+		if approved(csr) {
+			approvedCount++
+		}
+	}
+	if approvedCount != 1 {
+		t.Errorf("%d of 8 requests for one name with 8 keys approved, want 1", approvedCount)
+	}
+}
+
+// The approver of a server of several runs only while it holds the Lease:
+// a second one waits.
+func TestRunElectedTakesTheLease(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go (&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}).RunElected(ctx, "server-1")
+	var holder string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if l, err := client.CoordinationV1().Leases("kube-system").Get(ctx, Election, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+			break
+		}
+	}
+	if holder != "server-1" {
+		t.Errorf("Lease kube-system/%s held by %q, want server-1", Election, holder)
 	}
 }

@@ -41,6 +41,15 @@ const AdminKubeconfigName = "admin.kubeconfig"
 // data directory is dataDir.
 func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, AdminKubeconfigName) }
 
+// SuperAdminKubeconfigName is the break-glass kubeconfig in a server's
+// data directory: a system:masters certificate no RBAC change revokes.
+const SuperAdminKubeconfigName = "super-admin.kubeconfig"
+
+// AdminGroup is the group of the administrator's certificate: cluster-admin
+// through the ClusterRoleBinding of the same name (manifests/), so that
+// deleting the binding revokes every admin certificate.
+const AdminGroup = "k1m:cluster-admins"
+
 // DefaultAdminKubeconfig is that of a server with the default data
 // directory (what `k1m kubectl` uses when KUBECONFIG is unset).
 var DefaultAdminKubeconfig = AdminKubeconfig(DefaultServerDataDir)

@@ -38,10 +38,10 @@ type certs struct {
 	// aggregated API servers; only request-header authentication trusts it.
 	frontProxy authority
 
-	apiserver, kubeletClient, admin, controllerManager, scheduler pair // cluster CA
-	etcdServer, etcdClient                                        pair // etcd CA
-	frontProxyClient                                              pair // front-proxy CA
-	saKey, saPub                                                  string
+	apiserver, kubeletClient, admin, superAdmin, controllerManager, scheduler pair // cluster CA
+	etcdServer, etcdClient                                                    pair // etcd CA
+	frontProxyClient                                                          pair // front-proxy CA
+	saKey, saPub                                                              string
 }
 
 // authority is a CA with the paths of its files.
@@ -130,7 +130,11 @@ func (c *certs) leaves(names servingNames) []leafSpec {
 	return []leafSpec{
 		{&c.apiserver, c.cluster.Authority, pki.Leaf{Name: "apiserver", CommonName: "kube-apiserver", Server: true, DNSNames: names.DNSNames, IPs: names.IPs}},
 		{&c.kubeletClient, c.cluster.Authority, pki.Leaf{Name: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"k1m:kubelet-api-admins"}, Client: true}},
-		{&c.admin, c.cluster.Authority, pki.Leaf{Name: "admin", CommonName: "k1m-admin", Organization: []string{"system:masters"}, Client: true}},
+		// The operator's admin is cluster-admin through RBAC (revocable);
+		// the super-admin (system:masters) is the server's own and the
+		// break-glass credential.
+		{&c.admin, c.cluster.Authority, pki.Leaf{Name: "admin", CommonName: "k1m-admin", Organization: []string{constants.AdminGroup}, Client: true}},
+		{&c.superAdmin, c.cluster.Authority, pki.Leaf{Name: "super-admin", CommonName: "k1m-super-admin", Organization: []string{"system:masters"}, Client: true}},
 		{&c.controllerManager, c.cluster.Authority, pki.Leaf{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true}},
 		{&c.scheduler, c.cluster.Authority, pki.Leaf{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true}},
 		// Every address of the host: other servers' etcds reach it there

@@ -36,7 +36,7 @@ func TestEachLeafIsSignedByItsDomainsCAOnly(t *testing.T) {
 	}
 	cas := map[string]*x509.Certificate{"cluster": c.cluster.Cert, "etcd": c.etcd.Cert, "front-proxy": c.frontProxy.Cert, "kubelet-serving": c.kubeletServing.Cert}
 	want := map[string]string{
-		"apiserver": "cluster", "apiserver-kubelet-client": "cluster", "admin": "cluster", "controller-manager": "cluster", "scheduler": "cluster",
+		"apiserver": "cluster", "apiserver-kubelet-client": "cluster", "admin": "cluster", "super-admin": "cluster", "controller-manager": "cluster", "scheduler": "cluster",
 		"etcd-server": "etcd", "apiserver-etcd-client": "etcd", "front-proxy-client": "front-proxy",
 	}
 	for name, domain := range want {

@@ -136,7 +136,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	// Join requests and kubelet serving certificates (pkg/approver).
-	go (&approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(client)}).Run(ctx)
+	if err := s.startApprover(ctx, client); err != nil {
+		return err
+	}
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := s.writeTokenFiles(token); err != nil {
@@ -190,6 +192,30 @@ func waitStopped(done <-chan error, timeout time.Duration) {
 	case <-done:
 	case <-time.After(timeout):
 	}
+}
+
+// approverQPS is the approver's client rate: client-go's default (5/s)
+// would cap joins near 2 a second (a join is a GET of the CSR, a GET of
+// the Node and an approval); 200/s joins hundreds of nodes a second.
+const approverQPS = 200
+
+// startApprover starts k1m's CSR approver: on a server of several only
+// while this server holds the approver's Lease, so that one process
+// decides each node name.
+func (s *Server) startApprover(ctx context.Context, admin kubernetes.Interface) error {
+	cfg := rest.CopyConfig(s.adminREST)
+	cfg.QPS, cfg.Burst = approverQPS, 2*approverQPS
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	a := &approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(admin)}
+	if s.member.clustered {
+		go a.RunElected(ctx, s.nodeName)
+	} else {
+		go a.Run(ctx)
+	}
+	return nil
 }
 
 // controlPlane is what the approver refuses in kubelet serving
@@ -315,15 +341,31 @@ func (s *Server) joinToken() (serverToken, error) {
 	return serverToken{Token: pki.Token{Secret: secret}, create: true}, err
 }
 
-// phaseAdmin writes the admin kubeconfig and waits for kube-apiserver.
+// phaseAdmin writes the admin kubeconfig (cluster-admin through RBAC), the
+// break-glass super-admin kubeconfig, and waits for kube-apiserver. The
+// server itself talks to kube-apiserver as the super-admin: it applies
+// the binding the admin's rights come from.
 func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan error) (kubernetes.Interface, error) {
-	admin := kubeconfig.Build(apiURL(s.advertise, s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
-	if err := kubeconfig.Write(AdminKubeconfig(s.cfg.DataDir), admin); err != nil {
+	server := apiURL(s.advertise, s.cfg.HTTPSPort)
+	for _, k := range []struct {
+		path, user string
+		creds      pair
+	}{
+		{AdminKubeconfig(s.cfg.DataDir), "k1m-admin", c.admin},
+		{filepath.Join(s.cfg.DataDir, constants.SuperAdminKubeconfigName), "k1m-super-admin", c.superAdmin},
+	} {
+		cfg := kubeconfig.Build(server, c.cluster.CertPEM, k.user, kubeconfig.Credentials{CertFile: k.creds.cert, KeyFile: k.creds.key})
+		if err := kubeconfig.Write(k.path, cfg); err != nil {
+			return nil, err
+		}
+	}
+	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-super-admin", kubeconfig.Credentials{CertFile: c.superAdmin.cert, KeyFile: c.superAdmin.key})
+	localPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "super-admin-local.kubeconfig")
+	if err := kubeconfig.Write(localPath, local); err != nil {
 		return nil, err
 	}
-	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-admin", kubeconfig.Credentials{CertFile: c.admin.cert, KeyFile: c.admin.key})
-	localPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")
-	if err := kubeconfig.Write(localPath, local); err != nil {
+	// Written by builds before the admin was bound through RBAC.
+	if err := removeIfExists(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")); err != nil {
 		return nil, err
 	}
 	restCfg, err := kubeconfig.RESTConfig(localPath)
@@ -379,7 +421,7 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 		s.step("--token replaced the join token %s, which is deleted", token.replace)
 	}
 	s.step("applying manifests (node RBAC, CoreDNS at %s)", dns)
-	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup})
+	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup})
 }
 
 // phaseControllers starts kube-controller-manager and kube-scheduler; the

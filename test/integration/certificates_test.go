@@ -32,7 +32,7 @@ func testCertificates(t *testing.T, c *cluster) {
 		}
 	}
 	want := []string{"admin.crt", "apiserver-etcd-client.crt", "apiserver-kubelet-client.crt", "apiserver.crt", "ca.crt", "controller-manager.crt",
-		"etcd-ca.crt", "etcd-server.crt", "front-proxy-ca.crt", "front-proxy-client.crt", "kubelet-serving-ca.crt", "scheduler.crt", "kubelet-client-current.pem", "kubelet-server-current.pem"}
+		"etcd-ca.crt", "etcd-server.crt", "front-proxy-ca.crt", "front-proxy-client.crt", "kubelet-serving-ca.crt", "scheduler.crt", "super-admin.crt", "kubelet-client-current.pem", "kubelet-server-current.pem"}
 	if !reflect.DeepEqual(files, want) {
 		t.Errorf("certificate check lists %v, want %v", files, want)
 	}

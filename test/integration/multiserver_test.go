@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
@@ -76,7 +77,7 @@ func TestMultiServer(t *testing.T) {
 		requireNodesReady(ctx, t, m.client(1), multiNodes)
 		m.requireMembers(ctx, t)
 	})
-	t.Run("OneControllerManagerAndScheduler", func(t *testing.T) { m.requireOneLeader(ctx, t) })
+	t.Run("OneControllerManagerSchedulerAndApprover", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
@@ -174,7 +175,7 @@ func (m *multiCluster) leaders(component string) []int {
 }
 
 func (m *multiCluster) requireOneLeader(ctx context.Context, t *testing.T) {
-	for _, component := range []string{"kube-controller-manager", "kube-scheduler"} {
+	for _, component := range []string{"kube-controller-manager", "kube-scheduler", approver.Election} {
 		lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, component, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			t.Errorf("Lease kube-system/%s: %v (no holder)", component, err)
