@@ -41,6 +41,10 @@ const (
 	etcdKeyPrefix   = "durable-etcd." // durable-etcd.<node>: that server's durable etcd client URL
 	serverKeyPrefix = "server."       // server.<node>: that server's kube-apiserver URL
 	datastoreKey    = "datastore"     // the external etcd of each store (Datastore, JSON), the same from every server
+	// The kubelet serving CA's certificate (public), set by the first
+	// server that publishes: what a server upgraded from a build before
+	// that CA compares its own with.
+	kubeletServingCAKey = "kubelet-serving-ca.crt"
 )
 
 // Datastore names the external etcd members of each store; none: the
@@ -303,4 +307,17 @@ func BundlePublished(ctx context.Context, client kubernetes.Interface, sealID st
 		}
 	}
 	return underID, any, nil
+}
+
+// ClaimKubeletServingCA records certPEM as the cluster's kubelet serving CA
+// when none is recorded, and returns the one recorded.
+func ClaimKubeletServingCA(ctx context.Context, client kubernetes.Interface, certPEM []byte) ([]byte, error) {
+	var recorded string
+	err := updateServerBootstrap(ctx, client, func(data map[string]string) {
+		if data[kubeletServingCAKey] == "" {
+			data[kubeletServingCAKey] = string(certPEM)
+		}
+		recorded = data[kubeletServingCAKey]
+	})
+	return []byte(recorded), err
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -216,6 +218,29 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 		s.step("made the server token's seal (%s): the shared files are sealed with it", ServerTokenFile(s.cfg.DataDir))
 	}
 	return err
+}
+
+// checkKubeletServingCA refuses a server of several whose kubelet serving CA
+// is not the cluster's: kube-apiserver would refuse the kubelets whose
+// serving certificates another server's controller-manager signed. That
+// happens when servers of a build from before that CA are upgraded: the
+// first to start makes it, the others would each make their own. A CA
+// made at this start is removed again, so that the server starts cleanly
+// once the cluster's is copied in.
+func (s *Server) checkKubeletServingCA(ctx context.Context, client kubernetes.Interface, c *certs) error {
+	cluster, err := join.ClaimKubeletServingCA(ctx, client, c.kubeletServing.CertPEM)
+	if err != nil || bytes.Equal(bytes.TrimSpace(cluster), bytes.TrimSpace(c.kubeletServing.CertPEM)) {
+		return err
+	}
+	what := "is not the cluster's"
+	if c.kubeletServingMade {
+		what = "was made at this start (the data directory is from a build before it) and is not the cluster's: it is removed again"
+		if err := errors.Join(removeIfExists(c.kubeletServing.cert), removeIfExists(c.kubeletServing.key)); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("this server's kubelet serving CA (%s) %s; copy %s.crt and %s.key from the DATA-DIR/tls of a server started with this build before, then start this one again",
+		c.kubeletServing.cert, what, constants.KubeletServingCA, constants.KubeletServingCA)
 }
 
 // writeTokenFiles writes DATA-DIR/server-token when the server holds the

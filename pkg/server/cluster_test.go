@@ -1,12 +1,17 @@
 package server
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 )
 
@@ -66,4 +71,45 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Servers upgraded from a build before the kubelet serving CA: the first
+// records its CA; another that made its own at this start is refused, the
+// CA it made removed, naming what to copy; with the cluster's CA copied
+// in it passes.
+func TestKubeletServingCAIsTheClusters(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset()
+	first, err := loadOrIssueCerts(t.TempDir(), testNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: &config.CompletedServer{}, out: io.Discard}
+	if err := s.checkKubeletServingCA(ctx, client, first); err != nil {
+		t.Fatalf("the first server: %v", err)
+	}
+	dir := t.TempDir()
+	second, err := loadOrIssueCerts(dir, testNames)
+	if err != nil || !second.kubeletServingMade {
+		t.Fatalf("second server: %v, made %v", err, second.kubeletServingMade)
+	}
+	err = s.checkKubeletServingCA(ctx, client, second)
+	want := "this server's kubelet serving CA (" + second.kubeletServing.cert + ") was made at this start (the data directory is from a build before it) and is not the cluster's: it is removed again; copy kubelet-serving-ca.crt and kubelet-serving-ca.key from the DATA-DIR/tls of a server started with this build before, then start this one again"
+	if err == nil || err.Error() != want {
+		t.Errorf("a second CA:\n got %v\nwant %s", err, want)
+	}
+	if fileExists(second.kubeletServing.cert) || fileExists(second.kubeletServing.key) {
+		t.Error("the CA made at this start is still there")
+	}
+	for _, ext := range []string{".crt", ".key"} {
+		data, _ := os.ReadFile(filepath.Join(first.dir, constants.KubeletServingCA+ext))
+		os.WriteFile(filepath.Join(dir, constants.KubeletServingCA+ext), data, 0o600)
+	}
+	copied, err := loadOrIssueCerts(dir, testNames)
+	if err != nil || copied.kubeletServingMade {
+		t.Fatalf("with the cluster's CA copied in: %v, made %v", err, copied.kubeletServingMade)
+	}
+	if err := s.checkKubeletServingCA(ctx, client, copied); err != nil {
+		t.Errorf("with the cluster's CA copied in: %v", err)
+	}
 }

@@ -31,6 +31,10 @@ type certs struct {
 	// the cluster CA's are: a node that slipped the API server's name past
 	// the approver would otherwise pass for kube-apiserver in every pod.
 	kubeletServing authority
+	// kubeletServingMade: this start made the kubelet serving CA (a data
+	// directory from before it); on a server of several it must then be
+	// the cluster's (checkKubeletServingCA).
+	kubeletServingMade bool
 	// etcd signs both etcds' serving and peer certificates and their one
 	// client, kube-apiserver; the etcds trust nothing else.
 	etcd authority
@@ -97,6 +101,7 @@ func loadOrIssueCerts(dir string, names servingNames) (*certs, error) {
 	}
 	c := &certs{dir: dir}
 	into := []*authority{&c.cluster, &c.etcd, &c.frontProxy, &c.kubeletServing} // in caSpecs' order
+	c.kubeletServingMade = !fileExists(filepath.Join(dir, constants.KubeletServingCA+".crt"))
 	for i, spec := range caSpecs {
 		ca, err := pki.LoadOrCreateCA(dir, spec.name, spec.commonName)
 		if err != nil {

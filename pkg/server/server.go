@@ -120,6 +120,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		return err
 	}
 	if s.member.clustered {
+		if err := retryTransient(ctx, "checking the kubelet serving CA", transientTimeout, report, func() error { return s.checkKubeletServingCA(ctx, client, c) }); err != nil {
+			return err
+		}
 		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, &token, local.durable) })
 		if err != nil {
 			return err

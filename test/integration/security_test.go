@@ -27,10 +27,12 @@ import (
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/constants"
@@ -84,6 +86,7 @@ func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
 	t.Run("EtcdSocketsServeRootOnly", func(t *testing.T) { testEtcdSockets(t, c) })
 	t.Run("KubeletVerifiedAndRefusesAnonymous", func(t *testing.T) { testKubeletTLS(t, c) })
 	t.Run("NodeCannotGetAServingCertificateForTheAPIServer", func(t *testing.T) { testServingCertificateAttack(ctx, t, c) })
+	t.Run("AdminRevocableSuperAdminBreakGlass", func(t *testing.T) { testAdminRevocable(ctx, t, c) })
 	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
 	t.Run("SecretsEncryptedAtRestAndAudited", func(t *testing.T) { testSecretsAtRest(ctx, t, c) })
 	t.Run("PassThroughFlags", func(t *testing.T) { testPassThrough(ctx, t, c) })
@@ -645,4 +648,51 @@ func handshakeAsAPIServer(t *testing.T, pair *tls.Certificate, caPEM []byte) err
 		conn.Close()
 	}
 	return err
+}
+
+// testAdminRevocable deletes the ClusterRoleBinding the admin certificate's
+// rights come from, with the super-admin: the admin kubeconfig is refused
+// (403), the super-admin's still works (break-glass); the binding put back,
+// the admin works again.
+func testAdminRevocable(ctx context.Context, t *testing.T, c *cluster) {
+	superCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.serverData(), constants.SuperAdminKubeconfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	super := kubernetes.NewForConfigOrDie(superCfg)
+	binding, err := super.RbacV1().ClusterRoleBindings().Get(ctx, constants.AdminGroup, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("ClusterRoleBinding %s: %v", constants.AdminGroup, err)
+	}
+	if err := super.RbacV1().ClusterRoleBindings().Delete(ctx, constants.AdminGroup, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		b := binding.DeepCopy()
+		b.ResourceVersion, b.UID = "", ""
+		if _, err := super.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("putting %s back: %v", constants.AdminGroup, err)
+		}
+		restored = true
+	}
+	defer restore()
+	testutil.Eventually(t, 30*time.Second, "the admin refused without its binding", func() error {
+		_, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) {
+			return fmt.Errorf("list nodes as the admin: %v, want 403 Forbidden", err)
+		}
+		return nil
+	})
+	if _, err := super.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the super-admin (break-glass) without the admin binding: %v", err)
+	}
+	restore()
+	testutil.Eventually(t, 30*time.Second, "the admin allowed again", func() error {
+		_, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err
+	})
 }
