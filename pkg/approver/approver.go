@@ -70,6 +70,9 @@ type Approver struct {
 		sync.Mutex
 		approved map[string][]byte
 	}
+	// recorded, when set, hears of each decision this approver records
+	// (the tests count who decided).
+	recorded func(csr string)
 }
 
 // Workers is how many CSRs are decided at once. Join decisions take a
@@ -390,6 +393,9 @@ func (a *Approver) record(ctx context.Context, csr *certv1.CertificateSigningReq
 		return err
 	}
 	klog.InfoS("CSR decided", "csr", csr.Name, "approved", v.approve, "reason", v.reason, "message", v.message)
+	if a.recorded != nil {
+		a.recorded(csr.Name)
+	}
 	return nil
 }
 

@@ -343,3 +343,42 @@ func TestRunElectedTakesTheLease(t *testing.T) {
 		t.Errorf("Lease kube-system/%s held by %q, want server-1", Election, holder)
 	}
 }
+
+// Two servers' approvers, elected on one API, and two requests for one
+// new node name with two keys: one approver decides both (the other
+// none), one request is approved and the other denied (NodeNameTaken).
+func TestTwoApproversOneDecisionPerName(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	decisions := map[string]int{}
+	for _, id := range []string{"server-1", "server-2"} {
+		a := &Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}
+		a.recorded = func(string) { mu.Lock(); decisions[id]++; mu.Unlock() }
+		go a.RunElected(ctx, id)
+	}
+	for _, name := range []string{"csr-a", "csr-b"} {
+		if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, joinRequest(name, "agent-1", newKey(t)).csr(t), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reasons := map[string]string{}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && len(reasons) < 2; time.Sleep(100 * time.Millisecond) {
+		for _, name := range []string{"csr-a", "csr-b"} {
+			csr, _ := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+			for _, c := range csr.Status.Conditions {
+				reasons[name] = string(c.Type) + " " + c.Reason
+			}
+		}
+	}
+	got := slices.Sorted(maps.Values(reasons))
+	if want := []string{"Approved " + ReasonApproved, "Denied " + ReasonNameTaken}; !slices.Equal(got, want) {
+		t.Errorf("two approvers, two keys for one name: %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if counts := slices.Sorted(maps.Values(decisions)); !slices.Equal(counts, []int{2}) {
+		t.Errorf("decisions by approver %v, want both by one", decisions)
+	}
+}
