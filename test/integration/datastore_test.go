@@ -193,7 +193,7 @@ func TestExternalDatastore(t *testing.T) {
 // does not keep.
 func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cluster, ext *externalEtcd, k1m, dataRoot string) {
 	s1 := h.Server(1)
-	token, err := os.ReadFile(s1.TokenFile())
+	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
 		t.Fatal(err)
 	}
