@@ -9,6 +9,7 @@ import (
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/localcluster/network"
+	"k1m.dev/k1m/pkg/netutil"
 )
 
 // apiPort is `k1m server`'s default --https-listen-port, which the
@@ -73,6 +74,20 @@ type Plan struct {
 	Bridge  network.Bridge
 	Servers []Node
 	Agents  []Node
+}
+
+// NodeNames are the names of the nodes the plan runs: every server's (a
+// lone server's is the host's name, as k1m server defaults it) and every
+// agent's.
+func (p Plan) NodeNames() []string {
+	var names []string
+	for _, n := range append(append([]Node{}, p.Servers...), p.Agents...) {
+		name, _, err := netutil.NodeIdentity(n.Name, "::1")
+		if err == nil {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // The address plan in constants.NodeNetwork: the host (and a lone

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,11 +25,20 @@ func (c *Cluster) kubectl(ctx context.Context, kubeconfig string, args ...string
 	return exec.CommandContext(ctx, c.opts.K1M, all...).Output()
 }
 
-// serverUp tells whether server n wrote its join token and its
+// serverUp tells whether server n wrote its join token (and, as the
+// first of several, the server token the others join with: a data
+// directory from a lone server keeps the join token of its last start,
+// which says nothing of the bundle the others need) and its
 // kube-apiserver answers /readyz through n's admin kubeconfig.
 func (c *Cluster) serverUp(ctx context.Context, n Node) bool {
-	if info, err := os.Stat(n.TokenFile()); err != nil || info.Size() == 0 {
-		return false
+	files := []string{n.TokenFile()}
+	if len(c.plan.Servers) > 1 && n.Index == 1 {
+		files = append(files, n.ServerTokenFile())
+	}
+	for _, f := range files {
+		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
+			return false
+		}
 	}
 	_, err := c.kubectl(ctx, n.AdminKubeconfig(), "get", "--raw", "/readyz")
 	return err == nil
@@ -61,19 +71,26 @@ func (c *Cluster) waitServer(ctx context.Context, n Node) error {
 	return nil
 }
 
-// readyJSONPath prints each node's Ready condition status, one a line.
-const readyJSONPath = `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`
+// readyJSONPath prints each node's name and Ready condition status, one
+// a line.
+const readyJSONPath = `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`
 
-// countReady counts the nodes whose Ready status is True in kubectl's
-// readyJSONPath output.
-func countReady(out string) int {
-	n := 0
+// countReady counts the nodes of names whose Ready status is True in
+// kubectl's readyJSONPath output, and lists the Ready nodes the plan does
+// not name (a node left registered by an earlier cluster in the same data,
+// under another name), which are not counted.
+func countReady(out string, names []string) (ready int, others []string) {
 	for _, line := range strings.Split(out, "\n") {
-		if strings.TrimSpace(line) == "True" {
-			n++
+		name, status, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch {
+		case status != "True":
+		case slices.Contains(names, name):
+			ready++
+		default:
+			others = append(others, name)
 		}
 	}
-	return n
+	return ready, others
 }
 
 // waitNodes returns once every node is Ready, through server 1; it fails
@@ -87,15 +104,20 @@ func (c *Cluster) waitNodes(ctx context.Context) error {
 			}
 		}
 		out, _ := c.kubectl(ctx, c.plan.Servers[0].AdminKubeconfig(), "get", "nodes", "-o", readyJSONPath)
-		ready = countReady(string(out))
+		var others []string
+		ready, others = countReady(string(out), c.plan.NodeNames())
 		if ready >= c.opts.Nodes {
 			c.logf("%d/%d nodes Ready after %s", ready, c.opts.Nodes, c.elapsed())
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d/%d nodes Ready after %s; see %s/*.log", ready, c.opts.Nodes, c.opts.Timeout, c.opts.ClusterDir)
+		not := ""
+		if len(others) > 0 {
+			not = fmt.Sprintf("; not counted, not in this cluster's plan: %s (left by an earlier cluster in this data: k1m kubectl delete node NAME)", strings.Join(others, ", "))
 		}
-		c.logf("waiting: %d/%d nodes Ready (%s)", ready, c.opts.Nodes, c.elapsed())
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d/%d nodes Ready after %s%s; see %s/*.log", ready, c.opts.Nodes, c.opts.Timeout, not, c.opts.ClusterDir)
+		}
+		c.logf("waiting: %d/%d nodes Ready (%s)%s", ready, c.opts.Nodes, c.elapsed(), not)
 		if err := clock.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}

@@ -265,6 +265,9 @@ func (s *Server) phaseResolve() error {
 
 // phasePreflight checks directories and ports before anything is written.
 func (s *Server) phasePreflight() error {
+	if err := checkNodeName(s.cfg.DataDir, s.nodeName); err != nil {
+		return err
+	}
 	var errs []error
 	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--ephemeral-data-dir", s.cfg.EphemeralDataDir))
 	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort), s.checkSecretsKey())
