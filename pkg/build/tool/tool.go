@@ -234,6 +234,12 @@ func (p project) verify(stdout io.Writer) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	readme, err := os.ReadFile(filepath.Join(p.root, "README.md"))
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, series.CheckReadmeTable(readme, patches)...)
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -248,7 +254,7 @@ func (p project) verify(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "k1m-build: %d patches have complete headers and apply to pristine sources; pins agree with go.mod\n", len(patches))
+	fmt.Fprintf(stdout, "k1m-build: %d patches have complete headers, a row each in README.md, and apply to pristine sources; pins agree with go.mod\n", len(patches))
 	if err := checkCodegen(p.root, scratch, patches, res.Modules, stdout); err != nil {
 		return err
 	}
