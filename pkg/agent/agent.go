@@ -18,7 +18,6 @@ import (
 	"k1m.dev/k1m/pkg/cgroups"
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
-	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/containerd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -154,7 +153,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 	// the profile, and its node with it.
 	var changed <-chan join.Settings
 	if !cfg.Embedded {
-		changed = watchSettings(ctx, func(ctx context.Context) (join.Settings, error) { return join.ReadSettings(ctx, p.kubeletKubeconfig()) }, settings, constants.AgentSettingsCheckInterval)
+		changed = watchSettings(ctx, client, settings)
 	}
 	for {
 		select {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
@@ -31,18 +34,38 @@ func describeLease(s join.Settings) string {
 	return fmt.Sprintf("renew %s, lease %ds", s.RenewInterval, s.LeaseDurationSeconds)
 }
 
-// watchSettings reads the cluster's settings every interval and sends the
-// first whose lease profile differs from running; read errors (a server
-// restarting) are retried at the next tick.
-func watchSettings(ctx context.Context, read func(context.Context) (join.Settings, error), running join.Settings, interval time.Duration) <-chan join.Settings {
+// watchSettings watches k1m-cluster (one object, by name, served from the
+// watch cache: no request while nothing changes, where reading it every
+// 30 s made 3,333 reads a second of the durable etcd at 100,000 nodes) and
+// sends the first settings whose lease profile differs from running;
+// settings that do not parse are ignored until they change again.
+func watchSettings(ctx context.Context, client kubernetes.Interface, running join.Settings) <-chan join.Settings {
 	changed := make(chan join.Settings, 1)
 	ctx, found := context.WithCancel(ctx)
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if s, err := read(ctx); err == nil && !sameLeaseProfile(s, running) {
-			changed <- s
-			found() // one change is all the agent acts on: it restarts
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(join.PublicNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", join.SettingsName).String()
+		}))
+	check := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Name != join.SettingsName {
+			return
 		}
-	}, interval)
+		s, err := join.SettingsFromData(cm.Data)
+		if err != nil || sameLeaseProfile(s, running) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case changed <- s:
+			found() // one change is all the agent acts on: it restarts
+		default:
+		}
+	}
+	_, _ = factory.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+	})
+	factory.Start(ctx.Done())
 	return changed
 }
 

@@ -3,52 +3,56 @@ package agent
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"k1m.dev/k1m/pkg/join"
 )
 
-// TestWatchSettingsSendsTheFirstLeaseChange: read errors and changes
-// outside the lease profile are ignored; the first new profile is sent.
+// TestWatchSettingsSendsTheFirstLeaseChange: k1m-cluster as it is, a
+// change outside the lease profile and settings that do not parse send
+// nothing; the first new lease profile is sent, once.
 func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
-	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local"}
-	next := join.Settings{RenewInterval: 5 * time.Second, LeaseDurationSeconds: 20, ClusterDomain: "cluster.local"}
+	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108"}
 	otherDNS := running
-	otherDNS.ClusterDNS = "fddf::a"
-	replies := []func() (join.Settings, error){
-		func() (join.Settings, error) { return join.Settings{}, errors.New("connection refused") },
-		func() (join.Settings, error) { return running, nil },
-		func() (join.Settings, error) { return otherDNS, nil },
-		func() (join.Settings, error) { return next, nil },
-	}
-	var calls atomic.Int32
-	read := func(context.Context) (join.Settings, error) {
-		i := int(calls.Add(1)) - 1
-		if i >= len(replies) {
-			t.Error("read again after the change was sent")
-			return next, nil
-		}
-		return replies[i]()
-	}
+	otherDNS.ClusterDNS = "fddf:4035:b510::b"
+	next := running
+	next.RenewInterval, next.LeaseDurationSeconds = 5*time.Second, 20
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
+	client := fake.NewSimpleClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	changed := watchSettings(ctx, client, running)
+	update := func(data map[string]string) {
+		cm = cm.DeepCopy()
+		cm.Data = data
+		if _, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(otherDNS.Data())
+	update(map[string]string{"renewInterval": "soon"})
 	select {
-	case got := <-watchSettings(ctx, read, running, 5*time.Millisecond):
+	case got := <-changed:
+		t.Fatalf("sent %+v before the lease profile changed", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	update(next.Data())
+	select {
+	case got := <-changed:
 		if !reflect.DeepEqual(got, next) {
 			t.Errorf("sent %+v, want %+v", got, next)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no change sent")
-	}
-	time.Sleep(30 * time.Millisecond)
-	if n := calls.Load(); n != 4 {
-		t.Errorf("read %d times, want 4 (none after the change)", n)
 	}
 }
 

@@ -8,7 +8,6 @@ package constants
 import (
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // EphemeralResources are the resources k1m keeps in the no-fsync etcd, in
@@ -121,6 +120,3 @@ const (
 // profile, the server reads it to know the slowest node (docs/server.md).
 const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"
 
-// AgentSettingsCheckInterval is how often a node agent reads k1m-cluster
-// to follow a lease profile change; the server tells the operator so.
-const AgentSettingsCheckInterval = 30 * time.Second

@@ -107,6 +107,6 @@ func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interfa
 	if err := checkLeaseChange(s.cfg.Lease, slowest, who); err != nil {
 		return err
 	}
-	s.step("lease profile changes from renew %s to %s: agents follow k1m-cluster within %s, each restarting itself (pods keep running)", published.RenewInterval, s.cfg.Lease.RenewInterval, constants.AgentSettingsCheckInterval)
+	s.step("lease profile changes from renew %s to %s: agents watch k1m-cluster and follow at once, each restarting itself (pods keep running)", published.RenewInterval, s.cfg.Lease.RenewInterval)
 	return nil
 }
