@@ -45,15 +45,18 @@ const (
 	// check: on a LAN a live kube-apiserver accepts in milliseconds.
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultCheckInterval is how often the servers that matter are
-	// checked (see Config.Check). With the dial timeout, a node notices a
-	// silently dead server within 7 s, well inside a lease duration (40 s
-	// by default, 4 renew intervals).
+	// checked (see Config.Check), give or take the jitter. With the dial
+	// timeout, a node notices a silently dead server within 10 s, well
+	// inside a lease duration (40 s by default, 4 renew intervals).
 	DefaultCheckInterval = 5 * time.Second
 	// DefaultRebalanceDelay bounds the random delay before connections
 	// move to a node's new preferred server after the list changed (a
 	// server added, the join's --server replaced by the cluster's list):
 	// the nodes that move do not all re-list at the same moment.
 	DefaultRebalanceDelay = 30 * time.Second
+	// checkJitter spreads the checks: each wait is CheckInterval times 1
+	// to 1+checkJitter.
+	checkJitter = 0.5
 )
 
 // Config sets up a LoadBalancer.
@@ -190,7 +193,12 @@ func Start(ctx context.Context, cfg Config) (*LoadBalancer, error) {
 	lb.report()
 	lb.wg.Add(3)
 	go func() { defer lb.wg.Done(); lb.serve() }()
-	go func() { defer lb.wg.Done(); wait.UntilWithContext(lb.ctx, lb.checkOnce, cfg.CheckInterval) }()
+	// Jittered (each wait 1 to 1.5 intervals): agents started together,
+	// as after a lease profile change, do not check in step.
+	go func() {
+		defer lb.wg.Done()
+		wait.JitterUntilWithContext(lb.ctx, lb.checkOnce, cfg.CheckInterval, checkJitter, true)
+	}()
 	go func() { defer lb.wg.Done(); <-lb.ctx.Done(); lb.shutdown() }()
 	return lb, nil
 }
