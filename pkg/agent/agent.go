@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg config.Agent, out io.Writer) error {
 		// Through the balancer itself, with the node's own certificate.
 		lb.Follow(balancerCtx, client)
 	}
-	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir()}.Run(ctx, client)
+	podnet.Network{Self: nodeName, ConfDir: p.cniConfDir(), IPAMDir: p.cniIPAMDir(), Published: true}.Run(ctx, client)
 	fmt.Fprintf(out, "k1m agent: starting kube-proxy (%s mode)\n", cfg.ProxyMode)
 	proxy := multicall.Start(componentsCtx, componentargs.KubeProxy.Name, componentargs.Merge(proxyArgs(p, nodeName, cfg.ProxyMode, settings.ClusterCIDR), passThrough[componentargs.KubeProxy.Name]))
 	annotated := make(chan error, 1)

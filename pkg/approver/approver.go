@@ -36,11 +36,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/apis/certificates"
+
+	"k1m.dev/k1m/pkg/elect"
 )
 
 // Reasons written on the CSR's condition.
@@ -102,24 +102,7 @@ const Election = "k1m-approver"
 // kube-system/k1m-approver (identity: the server's node name), and
 // campaigns again after losing it, until ctx ends.
 func (a *Approver) RunElected(ctx context.Context, identity string) {
-	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: Election},
-		Client: a.Client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: identity}}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true, Name: Election,
-			// kube-controller-manager's timings.
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					klog.InfoS("deciding node certificate requests (leader)", "lease", metav1.NamespaceSystem+"/"+Election)
-					a.Run(ctx)
-				},
-				OnStoppedLeading: func() {
-					klog.InfoS("no longer deciding node certificate requests", "lease", metav1.NamespaceSystem+"/"+Election)
-				},
-			},
-		})
-	}
+	elect.Run(ctx, a.Client, Election, identity, a.Run)
 }
 
 // Run decides CSRs until ctx ends, Workers at a time, from the informer's

@@ -119,4 +119,3 @@ const (
 // the renew interval its kubelet runs with. Before it changes the lease
 // profile, the server reads it to know the slowest node (docs/server.md).
 const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"
-

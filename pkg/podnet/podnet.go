@@ -1,8 +1,10 @@
-// Package podnet keeps a node's pod network in line with the Node objects:
-// the CNI config for the node's pod range (a bridge with host-local
-// addresses) and one route per other node's pod range through that node
-// ("host-gw": the nodes share a link, no encapsulation). k1m agent runs it
-// in process; the kind node image runs it as the k1m-cni DaemonSet.
+// Package podnet keeps a node's pod network in line with the cluster: the
+// CNI config for the node's pod range (a bridge with host-local addresses)
+// and one route per other node's pod range through that node ("host-gw":
+// the nodes share a link, no encapsulation). k1m agent runs it in process,
+// on the routes the servers publish (PublishRoutes: one ConfigMap per node,
+// written when a node joins, leaves or moves, never for a status report);
+// the kind node image runs it as the k1m-cni DaemonSet, on the Nodes.
 package podnet
 
 import (
@@ -18,6 +20,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -78,6 +82,20 @@ func podRoutes(nodes []*corev1.Node, self string) []podRoute {
 	return routes
 }
 
+func parseIPv6(s string) net.IP {
+	if ip := net.ParseIP(s); ip != nil && ip.To4() == nil {
+		return ip
+	}
+	return nil
+}
+
+func parseIPv6CIDR(s string) *net.IPNet {
+	if _, dst, err := net.ParseCIDR(s); err == nil && dst.IP.To4() == nil {
+		return dst
+	}
+	return nil
+}
+
 func internalIPv6(n *corev1.Node) net.IP {
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
@@ -90,23 +108,53 @@ func internalIPv6(n *corev1.Node) net.IP {
 }
 
 // Network keeps one node's CNI config and pod routes in line with the
-// Node objects.
+// cluster.
 type Network struct {
 	Self    string // this node's name
 	ConfDir string // where the CNI config goes (the kubelet's CNI conf dir)
 	IPAMDir string // host-local's data directory
+	// Published: the other nodes' routes come from the route ConfigMaps
+	// k1m's servers publish (RoutesNamespace), and the node watches its own
+	// Node only: nothing here grows with the cluster but the routes. Else
+	// it watches every Node (kind's k1m-cni, for a few nodes and no k1m
+	// server).
+	Published bool
 }
 
 // resyncPeriod is how often every Node is looked at again (the informer's
 // resync), so that a route the kernel refused is tried again.
 const resyncPeriod = 5 * time.Minute
 
-// Run watches the nodes until ctx ends; it returns once the watch started.
-// Each Node is handled on its own when it is added, when its pod ranges or
-// IPv6 InternalIP change, and at every resync: a node's event costs one
-// route, whatever the cluster's size, and a status heartbeat costs nothing.
+// Run follows the cluster until ctx ends; it returns once the watches
+// started. Each route is handled on its own when it is added, when it
+// changes and at every resync: a node's event costs one route, whatever
+// the cluster's size, and a status heartbeat costs nothing.
 func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactory(client, resyncPeriod)
+	if !nw.Published {
+		nw.runOnNodes(ctx, informers.NewSharedInformerFactory(client, resyncPeriod))
+		return
+	}
+	// This node's own Node, by name: its pod range for the CNI config.
+	nw.runOnNodes(ctx, informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nw.Self).String()
+		})))
+	applied := routeTable{}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace))
+	handle := func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != nw.Self {
+			nw.install(routeOf(cm), applied)
+		}
+	}
+	_, _ = factory.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) },
+	})
+	factory.Start(ctx.Done())
+}
+
+// runOnNodes follows the Nodes factory lists: this node's CNI config, and
+// the routes to the others'.
+func (nw Network) runOnNodes(ctx context.Context, factory informers.SharedInformerFactory) {
 	informer := factory.Core().V1().Nodes()
 	applied := routeTable{}
 	handle := func(obj any) {
@@ -174,7 +222,12 @@ func (nw Network) apply(n *corev1.Node, applied routeTable) {
 		}
 		return
 	}
-	for _, r := range applied.changed(podRoutes([]*corev1.Node{n}, nw.Self)) {
+	nw.install(podRoutes([]*corev1.Node{n}, nw.Self), applied)
+}
+
+// install puts in the routes that are new or moved.
+func (nw Network) install(routes []podRoute, applied routeTable) {
+	for _, r := range applied.changed(routes) {
 		route := &netlink.Route{Dst: r.dst, Gw: r.via}
 		if err := netlink.RouteReplace(route); err != nil {
 			// Tried again at the next resync or change of the node.

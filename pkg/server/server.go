@@ -29,11 +29,13 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/elect"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/preflight"
 )
 
@@ -142,6 +144,8 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.startApprover(ctx, client); err != nil {
 		return err
 	}
+	// The pod routes every node follows (pkg/podnet).
+	s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client) })
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := s.writeTokenFiles(token); err != nil {
@@ -213,12 +217,22 @@ func (s *Server) startApprover(ctx context.Context, admin kubernetes.Interface) 
 		return err
 	}
 	a := &approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(admin)}
-	if s.member.clustered {
-		go a.RunElected(ctx, s.nodeName)
-	} else {
-		go a.Run(ctx)
-	}
+	s.runElected(ctx, client, approver.Election, a.Run)
 	return nil
+}
+
+// RoutesElection is the Lease of the server that publishes the pod routes.
+const RoutesElection = "k1m-pod-routes"
+
+// runElected runs lead in the background: on a server of several only
+// while this server holds the Lease kube-system/lease, on a lone server
+// at once.
+func (s *Server) runElected(ctx context.Context, client kubernetes.Interface, lease string, lead func(context.Context)) {
+	if s.member.clustered {
+		go elect.Run(ctx, client, lease, s.nodeName, lead)
+	} else {
+		go lead(ctx)
+	}
 }
 
 // controlPlane is what the approver refuses in kubelet serving

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -264,4 +265,37 @@ func tail(out []byte) string {
 		lines = lines[len(lines)-8:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// testNodeWatches reads, from kube-apiserver's metrics, how many watches
+// of every Node it holds (scope "cluster"; a kubelet's or kube-proxy's
+// watch of its own Node is scope "resource"). They must not grow with the
+// nodes: kube-controller-manager's, kube-scheduler's and the route
+// publisher's, where every node's pod network used to add one (each Node
+// status report then reached every node: 5 such watches with 2 nodes, 8
+// with 5, measured before the routes were published). The pod routes the
+// nodes follow are published, one per node.
+func testNodeWatches(ctx context.Context, t *testing.T, c *cluster) {
+	raw, err := c.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches := -1
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="nodes"`) &&
+			strings.Contains(line, `scope="cluster"`) && strings.Contains(line, `verb="WATCH"`) {
+			f := strings.Fields(line)
+			watches, _ = strconv.Atoi(f[len(f)-1])
+		}
+	}
+	t.Logf("watches of every Node: %d (with %d nodes)", watches, nodes)
+	// kube-controller-manager, kube-scheduler and kube-apiserver's own (the
+	// 3 the counts above have whatever the nodes), and the route publisher.
+	if watches < 1 || watches > 4 {
+		t.Errorf("kube-apiserver holds %d watches of every Node with %d nodes, want at most 4: a node watches every Node", watches, nodes)
+	}
+	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(routes.Items) != nodes {
+		t.Errorf("%s holds %d routes (%v), want one per node (%d)", podnet.RoutesNamespace, len(routes.Items), err, nodes)
+	}
 }

@@ -124,6 +124,7 @@ func TestCluster(t *testing.T) {
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
+	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
