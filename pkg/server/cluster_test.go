@@ -123,6 +123,12 @@ func TestNodeNameIsTheDataDirectorys(t *testing.T) {
 	if err := checkNodeName(dir, "vm"); err != nil {
 		t.Fatalf("first start: %v", err)
 	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the check wrote %v: only a start that passed its checks records the name", entries)
+	}
+	if err := recordNodeName(dir, "vm"); err != nil {
+		t.Fatal(err)
+	}
 	if err := checkNodeName(dir, "vm"); err != nil {
 		t.Errorf("restart: %v", err)
 	}

@@ -17,21 +17,24 @@ func nodeNameFile(dataDir string) string { return filepath.Join(dataDir, "node-n
 // checkNodeName refuses a server started on a data directory made for
 // another node name (a server that changed its name would register a
 // second Node, its kubelet unable to use the old one's credentials, and
-// its etcd member would keep the old name), naming both. The first start
-// records the name; a data directory from a build before the record names
-// its node in the node's client certificate.
+// its etcd member would keep the old name), naming both. It writes
+// nothing: recordNodeName does once the start passed its checks. A data
+// directory from a build before the record names its node in the node's
+// client certificate.
 func checkNodeName(dataDir, name string) error {
 	was, err := recordedNodeName(dataDir)
-	if err != nil {
+	if err != nil || was == "" || was == name {
 		return err
 	}
-	switch {
-	case was == "":
-		return fsutil.WriteFile(nodeNameFile(dataDir), []byte(name+"\n"), 0o600)
-	case was != name:
-		return fmt.Errorf("--node-name %s: the data directory %s was made for node %s: start it with --node-name %s, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node %s)", name, dataDir, was, was, was)
+	return fmt.Errorf("--node-name %s: the data directory %s was made for node %s: start it with --node-name %s, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node %s)", name, dataDir, was, was, was)
+}
+
+// recordNodeName records the node name the data directory is for, once.
+func recordNodeName(dataDir, name string) error {
+	if _, err := os.Stat(nodeNameFile(dataDir)); err == nil {
+		return nil
 	}
-	return nil
+	return fsutil.WriteFile(nodeNameFile(dataDir), []byte(name+"\n"), 0o600)
 }
 
 func recordedNodeName(dataDir string) (string, error) {

@@ -279,11 +279,11 @@ func (s *Server) phaseResolve() error {
 
 // phasePreflight checks directories and ports before anything is written.
 func (s *Server) phasePreflight() error {
-	if err := checkNodeName(s.cfg.DataDir, s.nodeName); err != nil {
-		return err
-	}
 	var errs []error
 	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--ephemeral-data-dir", s.cfg.EphemeralDataDir))
+	if errs[0] == nil {
+		errs = append(errs, checkNodeName(s.cfg.DataDir, s.nodeName))
+	}
 	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort), s.checkSecretsKey())
 	for _, p := range []struct {
 		flag string
@@ -298,7 +298,10 @@ func (s *Server) phasePreflight() error {
 		}
 		errs = append(errs, preflight.PortFree("the kubelet's port (or run with --disable-agent)", "::", constants.KubeletPort))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err // nothing written
+	}
+	return recordNodeName(s.cfg.DataDir, s.nodeName)
 }
 
 // serverToken is the server's join token and whether its bootstrap-token
