@@ -77,7 +77,7 @@ func TestMultiServer(t *testing.T) {
 		requireNodesReady(ctx, t, m.client(1), multiNodes)
 		m.requireMembers(ctx, t)
 	})
-	t.Run("OneControllerManagerSchedulerAndApprover", func(t *testing.T) { m.requireOneLeader(ctx, t) })
+	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
@@ -175,7 +175,7 @@ func (m *multiCluster) leaders(component string) []int {
 }
 
 func (m *multiCluster) requireOneLeader(ctx context.Context, t *testing.T) {
-	for _, component := range []string{"kube-controller-manager", "kube-scheduler", approver.Election} {
+	for _, component := range []string{"kube-controller-manager", "kube-scheduler", approver.Election, server.RoutesElection} {
 		lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, component, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			t.Errorf("Lease kube-system/%s: %v (no holder)", component, err)
