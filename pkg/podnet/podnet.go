@@ -140,7 +140,7 @@ func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nw.Self).String()
 		})))
 	applied := routeTable{}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector))
 	handle := func(obj any) {
 		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != nw.Self {
 			nw.install(routeOf(cm), applied)

@@ -27,6 +27,14 @@ import (
 // cluster's life.
 const RoutesNamespace = "k1m-pod-routes"
 
+// RouteLabel marks the route ConfigMaps: the namespace also holds what
+// others put in every namespace (kube-root-ca.crt), which the publisher
+// must leave alone and the nodes need not watch.
+const RouteLabel = "k1m.dev/pod-route"
+
+// routeSelector lists the route ConfigMaps only.
+func routeSelector(o *metav1.ListOptions) { o.LabelSelector = RouteLabel }
+
 // Keys of a route ConfigMap.
 const (
 	routePodCIDRs = "podCIDRs" // comma separated
@@ -56,7 +64,7 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface) {
 	nodesFactory := informers.NewSharedInformerFactory(client, publishResync)
 	nodes := nodesFactory.Core().V1().Nodes()
 	_ = nodes.Informer().SetTransform(stripNode)
-	routesFactory := informers.NewSharedInformerFactoryWithOptions(client, publishResync, informers.WithNamespace(RoutesNamespace))
+	routesFactory := informers.NewSharedInformerFactoryWithOptions(client, publishResync, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector))
 	routes := routesFactory.Core().V1().ConfigMaps()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -142,7 +150,7 @@ func (p publisher) sync(ctx context.Context, name string) error {
 			err = nil
 		}
 	case have == nil:
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: RoutesNamespace}, Data: want}, metav1.CreateOptions{})
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: RoutesNamespace, Labels: map[string]string{RouteLabel: "true"}}, Data: want}, metav1.CreateOptions{})
 	case !equalData(have.Data, want):
 		have = have.DeepCopy()
 		have.Data = want

@@ -23,8 +23,10 @@ func testNode(name, cidr, ip string) *corev1.Node {
 func TestPublishRoutes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: RoutesNamespace, Name: "gone"}, Data: map[string]string{routeVia: "fddf::9"}}
-	client := fake.NewSimpleClientset(testNode("n1", "fddf:4035:b500:1::/64", "fddf:4035:b520::11"), orphan)
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: RoutesNamespace, Name: "gone", Labels: map[string]string{RouteLabel: "true"}}, Data: map[string]string{routeVia: "fddf::9"}}
+	// What kube-controller-manager puts in every namespace: not a route.
+	rootCA := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: RoutesNamespace, Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "..."}}
+	client := fake.NewSimpleClientset(testNode("n1", "fddf:4035:b500:1::/64", "fddf:4035:b520::11"), orphan, rootCA)
 	go PublishRoutes(ctx, client)
 	route := func(name string) map[string]string {
 		cm, err := client.CoreV1().ConfigMaps(RoutesNamespace).Get(ctx, name, metav1.GetOptions{})
@@ -44,6 +46,12 @@ func TestPublishRoutes(t *testing.T) {
 	want := map[string]string{routePodCIDRs: "fddf:4035:b500:1::/64", routeVia: "fddf:4035:b520::11"}
 	eventually("n1's route published", func() bool { return reflect.DeepEqual(route("n1"), want) })
 	eventually("the orphan route deleted", func() bool { return route("gone") == nil })
+	if route("kube-root-ca.crt") == nil {
+		t.Error("the publisher deleted kube-root-ca.crt, which is not a route")
+	}
+	if cm, _ := client.CoreV1().ConfigMaps(RoutesNamespace).Get(ctx, "n1", metav1.GetOptions{}); cm.Labels[RouteLabel] != "true" {
+		t.Errorf("n1's route has labels %v, want %s", cm.Labels, RouteLabel)
+	}
 
 	writes := func() int {
 		n := 0

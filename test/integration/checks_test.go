@@ -296,7 +296,7 @@ func testNodeWatches(ctx context.Context, t *testing.T, c *cluster) {
 	if watches < 1 || watches > 5 {
 		t.Errorf("kube-apiserver holds %d watches of every Node with %d nodes, want at most 5: a node watches every Node", watches, nodes)
 	}
-	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{})
+	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{LabelSelector: podnet.RouteLabel})
 	if err != nil || len(routes.Items) != nodes {
 		t.Errorf("%s holds %d routes (%v), want one per node (%d)", podnet.RoutesNamespace, len(routes.Items), err, nodes)
 	}
