@@ -119,8 +119,12 @@ func (a *Approver) Run(ctx context.Context) {
 	}
 	a.csrs = informer.GetIndexer()
 	enqueue := func(obj any) {
-		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && pending(csr) {
+		csr, ok := obj.(*certv1.CertificateSigningRequest)
+		switch {
+		case ok && pending(csr):
 			queue.Add(csr.Name)
+		case ok:
+			a.forgetShown(csr)
 		}
 	}
 	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
@@ -223,6 +227,25 @@ func (a *Approver) syncJoin(ctx context.Context, csr *certv1.CertificateSigningR
 		}
 	}
 	return nil
+}
+
+// forgetShown drops the approval syncJoin remembered for a node name once
+// the cache shows it, so that the approver keeps one entry per join in
+// flight, not one per node the cluster ever had.
+func (a *Approver) forgetShown(csr *certv1.CertificateSigningRequest) {
+	names, _ := indexApprovedClientName(csr)
+	if len(names) == 0 {
+		return
+	}
+	req, err := parse(csr)
+	if err != nil {
+		return
+	}
+	a.names.Lock()
+	defer a.names.Unlock()
+	if key, ok := a.names.approved[names[0]]; ok && string(key) == string(publicKey(req)) {
+		delete(a.names.approved, names[0])
+	}
 }
 
 // approvedFor lists the approved kubelet client CSRs for a common name,

@@ -382,3 +382,22 @@ func TestTwoApproversOneDecisionPerName(t *testing.T) {
 		t.Errorf("decisions by approver %v, want both by one", decisions)
 	}
 }
+
+// An approval remembered for a name is forgotten once the cache shows the
+// approved CSR: the memory holds joins in flight only.
+func TestRememberedApprovalForgottenWhenShown(t *testing.T) {
+	r := joinRequest("csr-a", "agent-1", newKey(t))
+	client := fake.NewSimpleClientset(r.csr(t))
+	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane})
+	if err := a.Sync(context.Background(), "csr-a"); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.names.approved) != 1 {
+		t.Fatalf("%d approvals remembered after one join, want 1", len(a.names.approved))
+	}
+	shown, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "csr-a", metav1.GetOptions{})
+	a.forgetShown(shown)
+	if len(a.names.approved) != 0 {
+		t.Errorf("%d approvals remembered once the cache shows the CSR, want 0", len(a.names.approved))
+	}
+}

@@ -220,8 +220,9 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, data
 // them the cluster's one bundle.
 func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir string) (string, error) {
 	tlsDir := server.TLSDir(dataDir)
-	_, err := os.Stat(filepath.Join(tlsDir, bootstrap.SecretsEncryptionKeyFile))
-	bundle, err := bootstrap.Read(tlsDir, err == nil)
+	_, statErr := os.Stat(filepath.Join(tlsDir, bootstrap.SecretsEncryptionKeyFile))
+	encrypted := statErr == nil // the key is there only when the cluster encrypts Secrets
+	bundle, err := bootstrap.Read(tlsDir, encrypted)
 	if err != nil {
 		return "", fmt.Errorf("--data-dir %s: %w (run k1m token rotate on a server)", dataDir, err)
 	}

@@ -3,6 +3,7 @@ package podnet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -151,7 +152,7 @@ func (p publisher) sync(ctx context.Context, name string) error {
 		}
 	case have == nil:
 		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: RoutesNamespace, Labels: map[string]string{RouteLabel: "true"}}, Data: want}, metav1.CreateOptions{})
-	case !equalData(have.Data, want):
+	case !maps.Equal(have.Data, want):
 		have = have.DeepCopy()
 		have.Data = want
 		_, err = cms.Update(ctx, have, metav1.UpdateOptions{})
@@ -160,18 +161,6 @@ func (p publisher) sync(ctx context.Context, name string) error {
 		return fmt.Errorf("publishing the pod route of node %s: %w", name, err)
 	}
 	return nil
-}
-
-func equalData(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // routeOf reads a route ConfigMap: the node's routes to its pods.
