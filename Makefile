@@ -1,10 +1,10 @@
-# k1m entry points. Logic lives in Go (cmd/k1m-build, pkg/build) and small
+# k1m entry points. Logic lives in Go (build/cmd/k1m-build, build) and small
 # scripts under hack/; this file only names the steps.
 include build/versions.env
 
 OUT       ?= _output
 GO        ?= go
-K1M_BUILD  = $(GO) run ./cmd/k1m-build
+K1M_BUILD  = $(GO) run ./build/cmd/k1m-build
 K1M_FLAGS  = --out $(OUT)
 
 # make cluster's size; empty: 1 server, and as many nodes as servers.
@@ -41,10 +41,10 @@ images: deps-cluster ## build the image archives nodes import (pause, CoreDNS, b
 
 build-k1m: build
 
-# The local cluster harness (cmd/k1m-cluster, pkg/localcluster), built
+# The local cluster harness (test/cmd/k1m-cluster, test/localcluster), built
 # rather than go run: go run turns every exit code into 1.
 K1M_CLUSTER       = $(OUT)/tools/k1m-cluster
-BUILD_K1M_CLUSTER = CGO_ENABLED=0 $(GO) build -o $(K1M_CLUSTER) ./cmd/k1m-cluster
+BUILD_K1M_CLUSTER = CGO_ENABLED=0 $(GO) build -o $(K1M_CLUSTER) ./test/cmd/k1m-cluster
 
 cluster: deps-cluster build-$(FLAVOR) images ## start a local cluster: k1m server (+ NODES-1 agents in network namespaces); SERVERS=n: n servers, each in its own namespace and memory cgroup (NODES counts them); FLAVOR=stock for the unpatched build
 	$(BUILD_K1M_CLUSTER)
@@ -99,7 +99,7 @@ verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, t
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 unit: deps-build ## unit tests of k1m's own code, built against the patched tree
-	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/...
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/runcshim/... ./test/cmd/...
 
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
@@ -117,10 +117,10 @@ release-test: release kind-image ## install the release as a systemd service in 
 BENCH_ARGS ?=
 # bench-tools puts the plotter here.
 BENCH_TOOLS = --benchplot $(OUT)/tools/benchplot
-BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./cmd/k1m-bench && \
+BENCH       = $(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) build -o $(OUT)/tools/k1m-bench ./bench/cmd/k1m-bench && \
 	$(OUT)/tools/k1m-bench run --out $(OUT) $(BENCH_TOOLS)
 
-bench-tools: deps-build ## build what the benchmark runs besides k1m and stock (the plotter hack/benchplot) into $(OUT)/tools
+bench-tools: deps-build ## build what the benchmark runs besides k1m and stock (the plotter bench/cmd/benchplot) into $(OUT)/tools
 	$(K1M_BUILD) bench-tools $(K1M_FLAGS)
 
 bench: deps-build build build-stock bench-tools ## stock 1.32.5 vs k1m side by side, about 10 min measured (docs/build.md); results in $(OUT)/bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local cluster harness is Go now (cmd/k1m-cluster, pkg/localcluster);
+# The local cluster harness is Go now (test/cmd/k1m-cluster, test/localcluster);
 # this builds it and runs it, so that `hack/cluster.sh VERB` keeps working:
 # same verbs (up, down, import DIR, restart-server [I], stop-server [I],
 # start-server [I], reset-server [FILE], run-server FLAGS...,
@@ -8,5 +8,5 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/_output/tools/k1m-cluster
-(cd "$root" && CGO_ENABLED=0 go build -o "$bin" ./cmd/k1m-cluster)
+(cd "$root" && CGO_ENABLED=0 go build -o "$bin" ./test/cmd/k1m-cluster)
 exec "$bin" "$@"

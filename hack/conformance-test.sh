@@ -4,7 +4,7 @@
 # imported into every node, then Sonobuoy's quick mode and k1m's curated specs (leases, node lifecycle, events, watch
 # and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then the
 # cluster is taken down.
-# Thin glue around hack/cluster.sh (which runs cmd/k1m-cluster) and
+# Thin glue around hack/cluster.sh (which runs test/cmd/k1m-cluster) and
 # k1m-conformance.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,7 @@
 # host whose root lacks CAP_SYS_RESOURCE, `docker run --privileged` fails
 # ("unable to apply caps"), so k1m-docker-runc (which drops that one
 # capability from the container's config) becomes dockerd's default runtime.
-# Thin glue; the runtime's logic is Go (pkg/runcshim).
+# Thin glue; the runtime's logic is Go (test/runcshim).
 #
 # usage: hack/docker.sh up SHIM   (SHIM: the built k1m-docker-runc)
 #        hack/docker.sh down      (stops the dockerd this script started)

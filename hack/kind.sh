@@ -85,7 +85,7 @@ test() { # a fresh cluster, the checks of test/kind, quick mode, then down
   log "loading the busybox test image"
   "$KIND" load image-archive "$OUT/images/busybox.tar" --name "$NAME"
   K1M_KIND_KUBECONFIG=$KUBECONFIG_KIND K1M_KIND_NAME=$NAME KUBECTL=$KUBECTL \
-    go run ./cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 20m -v ./test/kind/
+    go run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 20m -v ./test/kind/
   conformance
 }
 

@@ -54,7 +54,7 @@ test() {
   hack/docker.sh up "$OUT/kind/bin/k1m-docker-runc"
   local tarballs=("$OUT"/k1m-release-*.tar.gz)
   ((${#tarballs[@]} == 1)) || { echo "release: want one $OUT/k1m-release-*.tar.gz, found ${tarballs[*]}: make release" >&2; exit 1; }
-  K1M_RELEASE_DIR=$DIR K1M_RELEASE_TARBALL=${tarballs[0]} go run ./cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/release/
+  K1M_RELEASE_DIR=$DIR K1M_RELEASE_TARBALL=${tarballs[0]} go run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/release/
 }
 
 case ${1:-} in

@@ -4,11 +4,11 @@
 # cache with make build and make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-unformatted=$(gofmt -l cmd pkg test manifests conformance hack/benchplot)
+unformatted=$(gofmt -l cmd pkg test manifests conformance bench build)
 if [[ -n $unformatted ]]; then
   echo "gofmt: these files need formatting (run gofmt -w):" >&2
   echo "$unformatted" >&2
   exit 1
 fi
-go run ./cmd/k1m-build go --flavor k1m vet ./...
+go run ./build/cmd/k1m-build go --flavor k1m vet ./...
 echo "verify-go: gofmt and go vet clean"

@@ -7,23 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"k1m.dev/k1m/pkg/build/pins"
 )
-
-func TestCoreDNSVersionMatchesThePin(t *testing.T) {
-	p, err := pins.Load(filepath.Join("..", "..", "build", "versions.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := p.Get("COREDNS_VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if CoreDNSVersion != want {
-		t.Fatalf("airgap.CoreDNSVersion = %s, build/versions.env pins %s: the image the build makes would not be the one clusters run", CoreDNSVersion, want)
-	}
-}
 
 func TestArchivesNamesTheFixWhenEmpty(t *testing.T) {
 	dir := t.TempDir()

@@ -70,7 +70,7 @@ const (
 	NodeNetwork = "fddf:4035:b520::/64"
 )
 
-// The names `make cluster` (pkg/localcluster) gives what it creates on the
+// The names `make cluster` (test/localcluster) gives what it creates on the
 // machine, which the integration tests look for after it is taken down:
 // the bridge joining the nodes, and the network namespaces (and node
 // names) of its agents (LocalAgentPrefix + index) and of its servers when

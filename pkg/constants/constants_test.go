@@ -23,7 +23,7 @@ func TestAdminKubeconfig(t *testing.T) {
 
 // The Makefile and the shell glue cannot import Go: they spell the admin
 // kubeconfig path out, and this test holds them to the constant. (The
-// local cluster harness is Go, pkg/localcluster, and uses the constants
+// local cluster harness is Go, test/localcluster, and uses the constants
 // themselves: hack/cluster.sh only runs it.)
 func TestShellGlueAgreesOnTheAdminKubeconfig(t *testing.T) {
 	makefile, err := os.ReadFile("../../Makefile")

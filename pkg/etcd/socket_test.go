@@ -15,7 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 func TestConfigServesTheLocalSocket(t *testing.T) {

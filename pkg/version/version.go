@@ -1,5 +1,5 @@
 // Package version reports the build's identity. The build stamps
-// k8s.io/component-base/version through -ldflags (see cmd/k1m-build), so k1m
+// k8s.io/component-base/version through -ldflags (see build/cmd/k1m-build), so k1m
 // and every component it runs report the same string.
 package version
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // Store names one of a cluster's two etcds.

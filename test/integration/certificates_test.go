@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/pki"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // testCertificates checks k1m certificate check on the running server, then

@@ -67,7 +67,7 @@ func testLeaseRenewal(ctx context.Context, t *testing.T, c *cluster) {
 
 const testNamespace = "k1m-integration"
 
-// agents are the nodes the harness (pkg/localcluster) starts next to the server's own.
+// agents are the nodes the harness (test/localcluster) starts next to the server's own.
 var agents = []string{"k1m-node-1", "k1m-node-2"}
 
 func (c *cluster) Client() kubernetes.Interface { return c.client }

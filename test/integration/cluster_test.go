@@ -1,6 +1,6 @@
 // Package integration starts a real k1m cluster from the built binary
 // (k1m server + two agents, each in its own network namespace, via the
-// local cluster harness, pkg/localcluster) and checks it through the API
+// local cluster harness, test/localcluster) and checks it through the API
 // and both etcds.
 // It needs root, `make build` and `make images`; `make integration` runs it.
 package integration
@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
-	"k1m.dev/k1m/pkg/localcluster"
 	"k1m.dev/k1m/test/clustercheck"
+	"k1m.dev/k1m/test/localcluster"
 )
 
 // The cluster under test renews node Leases every 5 s, not the default

@@ -20,10 +20,10 @@ import (
 
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
-	"k1m.dev/k1m/pkg/localcluster"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/test/localcluster"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // externalEtcd is an etcd the operator keeps (here: run by the test on

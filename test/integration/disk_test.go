@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/airgap"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // testDisk checks the disk thresholds every kubelet runs with (read back

@@ -25,11 +25,11 @@ import (
 	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
-	"k1m.dev/k1m/pkg/localcluster"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/test/clustercheck"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/test/localcluster"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 const (

@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"k1m.dev/k1m/test/clustercheck"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // testNodePortEveryNode reaches each agent's web pod through a NodePort
 // Service that selects only that pod, from a client on the same agent, at
 // every node's address. The server's address is the case that used to
 // fail: the server DNATs the packet back towards the node it came from, the
-// bridge joining the nodes (pkg/localcluster) forwards it as a bridged frame
+// bridge joining the nodes (test/localcluster) forwards it as a bridged frame
 // and, without hairpin on the port, drops it. Conformance's "session
 // affinity work for NodePort service" failed whenever it picked that pair.
 // Runs after testServiceAcrossNodes, which leaves one web pod per agent.

@@ -40,7 +40,7 @@ import (
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/secretsenc"
 	"k1m.dev/k1m/pkg/server"
-	"k1m.dev/k1m/test/testutil"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // Settings the cluster under test is started with (cluster.harness), so

@@ -1,0 +1,52 @@
+// Package testutil holds what the product packages' tests and the cluster
+// tests (test/integration, test/kind) share. Only tests import it.
+package testutil
+
+import (
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Eventually polls f every 2 s until it returns nil, and fails the test
+// with f's last error once timeout has passed.
+func Eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// Nobody is the user id of nobody, the other user the tests act as.
+const Nobody = 65534
+
+// DialUnixAsNobody connects to a unix socket from a thread whose file
+// system user and group are nobody: changing them from root's drops the
+// capabilities that bypass file permissions, so the socket's path is
+// checked as for any other user. The thread is never unlocked, so it ends
+// with its goroutine and nothing else runs as nobody. Needs root.
+func DialUnixAsNobody(path string) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		unix.Setfsgid(Nobody)
+		unix.Setfsuid(Nobody)
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	return <-done
+}
