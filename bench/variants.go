@@ -38,10 +38,10 @@ func Variants(buildOut string) (map[string]controlplane.Variant, error) {
 		Stock: {Name: Stock, BinDir: stockBin},
 		// The k1m binaries tune themselves; the env reaches the etcd
 		// processes, which in k1m server run inside the tuned k1m process.
-		K1m:           {Name: K1m, BinDir: filepath.Join(buildOut, "bin"), EphemeralLeases: true, Env: tuning},
+		K1m:           {Name: K1m, BinDir: filepath.Join(buildOut, "bin"), NoFsyncLeases: true, Env: tuning},
 		StockHashmap:  {Name: StockHashmap, BinDir: stockBin, FeatureGates: "BtreeWatchCache=false"},
 		StockGoTuning: {Name: StockGoTuning, BinDir: stockBin, Env: tuning},
-		StockNoFsync:  {Name: StockNoFsync, BinDir: stockBin, EphemeralLeases: true},
+		StockNoFsync:  {Name: StockNoFsync, BinDir: stockBin, NoFsyncLeases: true},
 	}, nil
 }
 

@@ -33,9 +33,9 @@ import (
 // Ports used by a benchmark control plane: away from a running k1m
 // cluster's (6443, 2379, 2381), so a benchmark does not collide with it.
 const (
-	DurableEtcdPort   = 23790
-	EphemeralEtcdPort = 23792
-	APIServerPort     = 26443
+	DurableEtcdPort = 23790
+	NoFsyncEtcdPort = 23792
+	APIServerPort   = 26443
 )
 
 // ServiceCIDR is given to every variant: stock's default is IPv4.
@@ -43,12 +43,12 @@ const ServiceCIDR = constants.DefaultServiceCIDR
 
 // Variant is one build and layout under test.
 type Variant struct {
-	Name            string
-	BinDir          string   // holds kube-apiserver and kube-controller-manager
-	FeatureGates    string   // kube-apiserver --feature-gates, e.g. BtreeWatchCache=false
-	EphemeralLeases bool     // Leases and Events in a second, no-fsync etcd
-	Env             []string // extra environment of every process, e.g. GOGC=800
-	ControllerArgs  []string // extra kube-controller-manager flags (lease timings)
+	Name           string
+	BinDir         string   // holds kube-apiserver and kube-controller-manager
+	FeatureGates   string   // kube-apiserver --feature-gates, e.g. BtreeWatchCache=false
+	NoFsyncLeases  bool     // Leases and Events in a second, no-fsync etcd
+	Env            []string // extra environment of every process, e.g. GOGC=800
+	ControllerArgs []string // extra kube-controller-manager flags (lease timings)
 }
 
 // Options of a start.
@@ -62,7 +62,7 @@ type Options struct {
 type ControlPlane struct {
 	Variant    Variant
 	Etcd       *proc.Process // durable
-	Ephemeral  *proc.Process // nil unless Variant.EphemeralLeases
+	NoFsync    *proc.Process // nil unless Variant.NoFsyncLeases
 	APIServer  *proc.Process
 	Controller *proc.Process // nil unless Options.ControllerManager
 	Config     *rest.Config  // admin client, no client-side rate limit, protobuf
@@ -77,7 +77,7 @@ type EtcdTLS struct{ CA, Cert, Key string }
 // Processes lists the running processes.
 func (cp *ControlPlane) Processes() []*proc.Process {
 	var out []*proc.Process
-	for _, p := range []*proc.Process{cp.Etcd, cp.Ephemeral, cp.APIServer, cp.Controller} {
+	for _, p := range []*proc.Process{cp.Etcd, cp.NoFsync, cp.APIServer, cp.Controller} {
 		if p != nil {
 			out = append(out, p)
 		}
@@ -85,12 +85,12 @@ func (cp *ControlPlane) Processes() []*proc.Process {
 	return out
 }
 
-// EtcdMembers lists the running etcd processes (durable, then ephemeral).
+// EtcdMembers lists the running etcd processes (durable, then no-fsync).
 func (cp *ControlPlane) EtcdMembers() []*proc.Process {
-	if cp.Ephemeral == nil {
+	if cp.NoFsync == nil {
 		return []*proc.Process{cp.Etcd}
 	}
-	return []*proc.Process{cp.Etcd, cp.Ephemeral}
+	return []*proc.Process{cp.Etcd, cp.NoFsync}
 }
 
 // Discard stops every process and removes the etcd data, keeping the logs.
@@ -102,14 +102,14 @@ func (cp *ControlPlane) Discard() {
 // DropEtcdData removes the etcd data directories under a control plane's
 // work directory: gigabytes after a flood, worthless once measured.
 func DropEtcdData(dir string) {
-	for _, name := range []string{"etcd", "etcd-ephemeral"} {
+	for _, name := range []string{"etcd", "etcd-nofsync"} {
 		os.RemoveAll(filepath.Join(dir, name))
 	}
 }
 
 // Stop stops every process, the API server first.
 func (cp *ControlPlane) Stop() {
-	for _, p := range []*proc.Process{cp.Controller, cp.APIServer, cp.Ephemeral, cp.Etcd} {
+	for _, p := range []*proc.Process{cp.Controller, cp.APIServer, cp.NoFsync, cp.Etcd} {
 		if p != nil {
 			p.Stop()
 		}
@@ -145,8 +145,8 @@ func Start(ctx context.Context, v Variant, o Options) (cp *ControlPlane, err err
 	if cp.Etcd, err = startEtcd(ctx, o, v, f, "etcd", DurableEtcdPort, false); err != nil {
 		return nil, err
 	}
-	if v.EphemeralLeases {
-		if cp.Ephemeral, err = startEtcd(ctx, o, v, f, "etcd-ephemeral", EphemeralEtcdPort, true); err != nil {
+	if v.NoFsyncLeases {
+		if cp.NoFsync, err = startEtcd(ctx, o, v, f, "etcd-nofsync", NoFsyncEtcdPort, true); err != nil {
 			return nil, err
 		}
 	}
@@ -217,8 +217,8 @@ func apiserverArgs(v Variant, f *files) []string {
 		"--service-account-signing-key-file=" + f.saKey,
 		"--service-cluster-ip-range=" + ServiceCIDR,
 	}
-	if v.EphemeralLeases {
-		url := EtcdURL(EphemeralEtcdPort)
+	if v.NoFsyncLeases {
+		url := EtcdURL(NoFsyncEtcdPort)
 		args = append(args, "--etcd-servers-overrides="+constants.EtcdServersOverrides(url))
 	}
 	if v.FeatureGates != "" {

@@ -70,8 +70,8 @@ func (cp *ControlPlane) Profile(ctx context.Context, window time.Duration, dir s
 // name their profiles are written under.
 func (cp *ControlPlane) etcdPorts() map[string]int {
 	ports := map[string]int{"etcd": DurableEtcdPort}
-	if cp.Ephemeral != nil {
-		ports["etcd-ephemeral"] = EphemeralEtcdPort
+	if cp.NoFsync != nil {
+		ports["etcd-nofsync"] = NoFsyncEtcdPort
 	}
 	return ports
 }

@@ -162,7 +162,7 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 		}
 		c.configs, c.pids = append(c.configs, cfg), append(c.pids, pid)
 		if len(plan.Servers) > 1 {
-			port := strconv.Itoa(config.DefaultServer().EphemeralEtcdPort)
+			port := strconv.Itoa(config.DefaultServer().NoFsyncEtcdPort)
 			c.etcdURLs = append(c.etcdURLs, "https://"+net.JoinHostPort(s.Addr.String(), port))
 		}
 	}

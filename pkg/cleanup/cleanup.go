@@ -164,7 +164,7 @@ func unmountUnder(dirs, namePrefixes []string) (int, error) {
 
 // released tells whether mount point mp is one cleanup releases: a
 // directory of dirs or anything inside it (a path boundary: /run/k1m does
-// not take /run/k1m-ephemeral, an operator's tmpfs), or a path starting
+// not take /run/k1m-nofsync, an operator's tmpfs), or a path starting
 // with one of namePrefixes (the CNI plugins' /run/netns/cni-<id>).
 func released(mp string, dirs, namePrefixes []string) bool {
 	for _, d := range dirs {

@@ -10,7 +10,7 @@ func TestReleased(t *testing.T) {
 		"/run/k1m":                              true,
 		"/run/k1m/node-1/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs": true,
 		"/run/netns/cni-1234-5678": true,
-		"/run/k1m-ephemeral":       false, // an operator's tmpfs beside it
+		"/run/k1m-nofsync":         false, // an operator's tmpfs beside it
 		"/var/lib/k1m-backup":      false,
 		"/run/netns/k1m-node-1":    false,
 		"/":                        false,

@@ -40,7 +40,7 @@ func newServerCommand() *cobra.Command {
 // server of the cluster.
 func newServerRemoveCommand() *cobra.Command {
 	defaults := config.DefaultServer()
-	o := server.RemoveOptions{DataDir: defaults.DataDir, EtcdPort: defaults.EtcdPort, EphemeralEtcdPort: defaults.EphemeralEtcdPort}
+	o := server.RemoveOptions{DataDir: defaults.DataDir, EtcdPort: defaults.EtcdPort, NoFsyncEtcdPort: defaults.NoFsyncEtcdPort}
 	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Take the server NAME out of its multi-server cluster (its etcd members, records and Node); run on another server",
@@ -56,7 +56,8 @@ func newServerRemoveCommand() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "the data directory of the server this runs on (its etcd client certificate and admin kubeconfig)")
 	fs.IntVar(&o.EtcdPort, "etcd-port", o.EtcdPort, "that server's --etcd-port")
-	fs.IntVar(&o.EphemeralEtcdPort, "ephemeral-etcd-port", o.EphemeralEtcdPort, "that server's --ephemeral-etcd-port")
+	fs.IntVar(&o.NoFsyncEtcdPort, "no-fsync-etcd-port", o.NoFsyncEtcdPort, "that server's --no-fsync-etcd-port")
+	config.AddRenamedFlags(fs)
 	return cmd
 }
 

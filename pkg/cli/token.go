@@ -14,12 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // tokenOptions are the flags every token verb shares.
@@ -220,9 +220,9 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, data
 // them the cluster's one bundle.
 func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir string) (string, error) {
 	tlsDir := server.TLSDir(dataDir)
-	_, statErr := os.Stat(filepath.Join(tlsDir, bootstrap.SecretsEncryptionKeyFile))
+	_, statErr := os.Stat(filepath.Join(tlsDir, serverbundle.SecretsEncryptionKeyFile))
 	encrypted := statErr == nil // the key is there only when the cluster encrypts Secrets
-	bundle, err := bootstrap.Read(tlsDir, encrypted)
+	bundle, err := serverbundle.Read(tlsDir, encrypted)
 	if err != nil {
 		return "", fmt.Errorf("--data-dir %s: %w (run k1m token rotate on a server)", dataDir, err)
 	}
@@ -230,11 +230,11 @@ func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir stri
 	if err != nil {
 		return "", err
 	}
-	sealed, err := bootstrap.Seal(bundle, seal)
+	sealed, err := serverbundle.Seal(bundle, seal)
 	if err != nil {
 		return "", err
 	}
-	return seal, join.ReplaceBundle(ctx, client, bootstrap.SealID(seal), sealed)
+	return seal, join.ReplaceBundle(ctx, client, serverbundle.SealID(seal), sealed)
 }
 
 func newToken(caPEM []byte) (pki.Token, error) {

@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 func TestPrintTokens(t *testing.T) {
@@ -77,15 +77,15 @@ func TestRotateReplacesTheSeal(t *testing.T) {
 	dataDir := t.TempDir()
 	tlsDir := server.TLSDir(dataDir)
 	os.MkdirAll(tlsDir, 0o700)
-	for _, name := range bootstrap.SharedFiles {
+	for _, name := range serverbundle.SharedFiles {
 		os.WriteFile(filepath.Join(tlsDir, name), []byte("content of "+name), 0o600)
 	}
 	os.WriteFile(filepath.Join(dataDir, "multi-server"), []byte("--cluster-init\n"), 0o600)
 	oldSeal, _ := pki.NewSeal()
-	bundle, _ := bootstrap.Read(tlsDir, false)
-	oldSealed, _ := bootstrap.Seal(bundle, oldSeal)
+	bundle, _ := serverbundle.Read(tlsDir, false)
+	oldSealed, _ := serverbundle.Seal(bundle, oldSeal)
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
-		Data: map[string]string{"bundle." + bootstrap.SealID(oldSeal): string(oldSealed), "token.abcdef": "legacy", "server.s1": "https://[fddf:4035:b520::1:1]:6443"}})
+		Data: map[string]string{"bundle." + serverbundle.SealID(oldSeal): string(oldSealed), "token.abcdef": "legacy", "server.s1": "https://[fddf:4035:b520::1:1]:6443"}})
 	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
 	var out bytes.Buffer
 	if err := rotate(ctx, client, ca.CertPEM, dataDir, &out); err != nil {
@@ -97,14 +97,14 @@ func TestRotateReplacesTheSeal(t *testing.T) {
 		t.Fatalf("DATA-DIR/server-token after rotate: %q, %v", data, err)
 	}
 	cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})
-	newKey := "bundle." + bootstrap.SealID(now.Seal)
+	newKey := "bundle." + serverbundle.SealID(now.Seal)
 	if len(cm.Data) != 2 || cm.Data["server.s1"] == "" || cm.Data[newKey] == "" {
 		t.Fatalf("k1m-server-bootstrap after rotate: keys %v, want server.s1 and %s only", slices.Sorted(maps.Keys(cm.Data)), newKey)
 	}
-	if got, err := bootstrap.Open([]byte(cm.Data[newKey]), now.Seal); err != nil || !reflect.DeepEqual(got, bundle) {
+	if got, err := serverbundle.Open([]byte(cm.Data[newKey]), now.Seal); err != nil || !reflect.DeepEqual(got, bundle) {
 		t.Errorf("the new server token opens %+v, %v", got, err)
 	}
-	if _, err := bootstrap.Open([]byte(cm.Data[newKey]), oldSeal); !errors.Is(err, bootstrap.ErrWrongToken) {
+	if _, err := serverbundle.Open([]byte(cm.Data[newKey]), oldSeal); !errors.Is(err, serverbundle.ErrWrongToken) {
 		t.Errorf("the old server token: %v, want ErrWrongToken", err)
 	}
 }

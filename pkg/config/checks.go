@@ -59,7 +59,7 @@ func (s *Server) requireDistinctPorts() []error {
 	uses := []use{
 		{"--https-listen-port", s.HTTPSPort},
 		{"--etcd-port", s.EtcdPort}, {"--etcd-port (peer, +1)", s.EtcdPort + 1},
-		{"--ephemeral-etcd-port", s.EphemeralEtcdPort}, {"--ephemeral-etcd-port (peer, +1)", s.EphemeralEtcdPort + 1},
+		{"--no-fsync-etcd-port", s.NoFsyncEtcdPort}, {"--no-fsync-etcd-port (peer, +1)", s.NoFsyncEtcdPort + 1},
 	}
 	for _, f := range fixedPorts {
 		uses = append(uses, use{f.owner, f.port})
@@ -100,17 +100,17 @@ const MaxRenewInterval = 2 * time.Minute
 // requireSeparateStores wants the no-fsync etcd's directory apart from
 // the durable etcd's: one etcd in the other's directory corrupts both.
 func (s *Server) requireSeparateStores() error {
-	if s.EphemeralDataDir == "" {
-		return nil // DATA-DIR/etcd-ephemeral
+	if s.NoFsyncDataDir == "" {
+		return nil // DATA-DIR/etcd-nofsync
 	}
 	durable := filepath.Clean(filepath.Join(s.DataDir, "etcd"))
-	eph := filepath.Clean(s.EphemeralDataDir)
+	eph := filepath.Clean(s.NoFsyncDataDir)
 	inside := func(dir, parent string) bool {
 		rel, err := filepath.Rel(parent, dir)
 		return err == nil && (rel == "." || !strings.HasPrefix(rel, ".."))
 	}
 	if eph == filepath.Clean(s.DataDir) || inside(eph, durable) || inside(durable, eph) {
-		return fmt.Errorf("--ephemeral-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /var/lib/k1m/etcd-ephemeral", s.EphemeralDataDir, durable)
+		return fmt.Errorf("--no-fsync-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /var/lib/k1m/etcd-nofsync", s.NoFsyncDataDir, durable)
 	}
 	return nil
 }

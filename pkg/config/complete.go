@@ -25,15 +25,15 @@ type CompletedServer struct {
 	MemoryLimitBytes int64
 	// JoinToken is the parsed --token of a joining server (--server).
 	JoinToken pki.Token
-	// ExternalDurable and ExternalEphemeral are the external etcd
+	// ExternalDurable and ExternalNoFsync are the external etcd
 	// members of each store (--datastore-endpoint,
-	// --ephemeral-datastore-endpoint); none: the store is embedded.
-	ExternalDurable, ExternalEphemeral []string
+	// --no-fsync-datastore-endpoint); none: the store is embedded.
+	ExternalDurable, ExternalNoFsync []string
 }
 
-// DefaultEphemeralDataDir is the no-fsync etcd's directory unless
-// --ephemeral-data-dir is given.
-func DefaultEphemeralDataDir(dataDir string) string { return filepath.Join(dataDir, "etcd-ephemeral") }
+// DefaultNoFsyncDataDir is the no-fsync etcd's directory unless
+// --no-fsync-data-dir is given.
+func DefaultNoFsyncDataDir(dataDir string) string { return filepath.Join(dataDir, "etcd-nofsync") }
 
 // Complete validates s and resolves what follows from it.
 func (s Server) Complete() (*CompletedServer, error) {
@@ -44,8 +44,8 @@ func (s Server) Complete() (*CompletedServer, error) {
 		return nil, err
 	}
 	c := &CompletedServer{Server: s}
-	if c.EphemeralDataDir == "" {
-		c.EphemeralDataDir = DefaultEphemeralDataDir(s.DataDir)
+	if c.NoFsyncDataDir == "" {
+		c.NoFsyncDataDir = DefaultNoFsyncDataDir(s.DataDir)
 	}
 	if c.EtcdSnapshots.Dir == "" {
 		c.EtcdSnapshots.Dir = DefaultSnapshotDir(s.DataDir)
@@ -58,7 +58,7 @@ func (s Server) Complete() (*CompletedServer, error) {
 		c.JoinToken, _ = pki.ParseToken(s.Token)
 	}
 	c.ExternalDurable = Endpoints(s.Datastore.Endpoint)
-	c.ExternalEphemeral = Endpoints(s.Datastore.EphemeralEndpoint)
+	c.ExternalNoFsync = Endpoints(s.Datastore.NoFsyncEndpoint)
 	services := netip.MustParsePrefix(s.ServiceCIDR)
 	c.KubernetesServiceIP = nthAddress(services, 1)
 	c.DNSServiceIP = nthAddress(services, 10)

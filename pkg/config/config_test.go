@@ -79,33 +79,33 @@ func TestDefaultsAreValid(t *testing.T) {
 
 func TestValidateNamesFlagAndForm(t *testing.T) {
 	cases := map[string]string{
-		"--service-cidr=10.0.0.0/24":                    "--service-cidr 10.0.0.0/24 is IPv4",
-		"--cluster-cidr=192.168.0.0/16":                 "--cluster-cidr 192.168.0.0/16 is IPv4",
-		"--cluster-cidr=fddf:4035::/32":                 "want a prefix from /44 to /64",
-		"--service-cidr=fddf:4035:b510::/96":            "want a /108 or smaller",
-		"--service-cidr=fddf:4035:b500::/108":           "overlap",
-		"--bind-address=0.0.0.0":                        "--bind-address \"0.0.0.0\": want an IPv6 address",
-		"--node-ip=10.1.2.3":                            "--node-ip \"10.1.2.3\": want an IPv6 address",
-		"--node-lease-renew-interval=0s":                "--node-lease-renew-interval 0s: want a whole number of seconds",
-		"--node-lease-renew-interval=1500ms":            "want a whole number of seconds",
-		"--ephemeral-etcd-port=2380":                    "--etcd-port (peer, +1) and --ephemeral-etcd-port use the same port 2380: every listener needs its own (each etcd also takes the port after its own)",
-		"--https-listen-port=10250":                     "--https-listen-port and the kubelet use the same port 10250",
-		"--node-name=Node-1":                            `--node-name "Node-1": want a lower-case DNS-1123 subdomain`,
-		"--cluster-domain=Cluster_Local":                `--cluster-domain "Cluster_Local": want a DNS domain of lower-case labels, e.g. cluster.local`,
-		"--service-cidr=fddf:4035:b510::/126":           "--service-cidr fddf:4035:b510::/126 holds 4 addresses: the kubernetes Service takes the 1st and cluster DNS the 10th; want a /124 or larger",
-		"--node-lease-renew-interval=5m":                "--node-lease-renew-interval 5m0s: want at most 2m0s: a node is declared NotReady five intervals after its last renewal (10m0s at the most)",
-		"--ephemeral-data-dir=/var/lib/k1m/server/etcd": "--ephemeral-data-dir /var/lib/k1m/server/etcd is, holds or lies inside the durable etcd's directory /var/lib/k1m/server/etcd",
-		"--ephemeral-data-dir=/var/lib/k1m/server":      "--ephemeral-data-dir /var/lib/k1m/server is, holds or lies inside",
-		"--https-listen-port=0":                         "--https-listen-port 0: want a port",
-		"--token=short":                                 "--token: the token secret \"<redacted>\" is not a bootstrap token",
-		"--token=abcdef.0123456789abcdef":               "--token: the token secret abcdef.<redacted> is the documentation's example, which anyone can read: choose your own (k1m token create prints a random one) or leave it empty to have one generated",
-		"--etcd-snapshot-schedule-cron=every day":       `--etcd-snapshot-schedule-cron "every day": expected exactly 5 fields, found 2: [every day]; want cron's five fields`,
-		"--etcd-snapshot-retention=0":                   "--etcd-snapshot-retention 0: want 1 or more snapshots kept",
-		"--cluster-reset-restore-path=/tmp/snap":        "--cluster-reset-restore-path /tmp/snap without --cluster-reset: add --cluster-reset to restore it",
-		"--etcd-quota-backend-bytes=1000":               "--etcd-quota-backend-bytes 1000: want from 16777216 (16 MiB) to 68719476736 (64 GiB); the default is 8589934592 (8 GiB)",
-		"--memory-limit=512Mi":                          `--memory-limit "512Mi": want a size of at least 1Gi, such as 6Gi or 6442450944, or leave it unset for the sizing rule`,
-		"--memory-limit=6 GB":                           `--memory-limit "6 GB": want a size of at least 1Gi`,
-		"--pod-logs-dir=pod-logs":                       `--pod-logs-dir "pod-logs": want an absolute directory path, e.g. /var/log/pods`,
+		"--service-cidr=10.0.0.0/24":                   "--service-cidr 10.0.0.0/24 is IPv4",
+		"--cluster-cidr=192.168.0.0/16":                "--cluster-cidr 192.168.0.0/16 is IPv4",
+		"--cluster-cidr=fddf:4035::/32":                "want a prefix from /44 to /64",
+		"--service-cidr=fddf:4035:b510::/96":           "want a /108 or smaller",
+		"--service-cidr=fddf:4035:b500::/108":          "overlap",
+		"--bind-address=0.0.0.0":                       "--bind-address \"0.0.0.0\": want an IPv6 address",
+		"--node-ip=10.1.2.3":                           "--node-ip \"10.1.2.3\": want an IPv6 address",
+		"--node-lease-renew-interval=0s":               "--node-lease-renew-interval 0s: want a whole number of seconds",
+		"--node-lease-renew-interval=1500ms":           "want a whole number of seconds",
+		"--no-fsync-etcd-port=2380":                    "--etcd-port (peer, +1) and --no-fsync-etcd-port use the same port 2380: every listener needs its own (each etcd also takes the port after its own)",
+		"--https-listen-port=10250":                    "--https-listen-port and the kubelet use the same port 10250",
+		"--node-name=Node-1":                           `--node-name "Node-1": want a lower-case DNS-1123 subdomain`,
+		"--cluster-domain=Cluster_Local":               `--cluster-domain "Cluster_Local": want a DNS domain of lower-case labels, e.g. cluster.local`,
+		"--service-cidr=fddf:4035:b510::/126":          "--service-cidr fddf:4035:b510::/126 holds 4 addresses: the kubernetes Service takes the 1st and cluster DNS the 10th; want a /124 or larger",
+		"--node-lease-renew-interval=5m":               "--node-lease-renew-interval 5m0s: want at most 2m0s: a node is declared NotReady five intervals after its last renewal (10m0s at the most)",
+		"--no-fsync-data-dir=/var/lib/k1m/server/etcd": "--no-fsync-data-dir /var/lib/k1m/server/etcd is, holds or lies inside the durable etcd's directory /var/lib/k1m/server/etcd",
+		"--no-fsync-data-dir=/var/lib/k1m/server":      "--no-fsync-data-dir /var/lib/k1m/server is, holds or lies inside",
+		"--https-listen-port=0":                        "--https-listen-port 0: want a port",
+		"--token=short":                                "--token: the token secret \"<redacted>\" is not a bootstrap token",
+		"--token=abcdef.0123456789abcdef":              "--token: the token secret abcdef.<redacted> is the documentation's example, which anyone can read: choose your own (k1m token create prints a random one) or leave it empty to have one generated",
+		"--etcd-snapshot-schedule-cron=every day":      `--etcd-snapshot-schedule-cron "every day": expected exactly 5 fields, found 2: [every day]; want cron's five fields`,
+		"--etcd-snapshot-retention=0":                  "--etcd-snapshot-retention 0: want 1 or more snapshots kept",
+		"--cluster-reset-restore-path=/tmp/snap":       "--cluster-reset-restore-path /tmp/snap without --cluster-reset: add --cluster-reset to restore it",
+		"--etcd-quota-backend-bytes=1000":              "--etcd-quota-backend-bytes 1000: want from 16777216 (16 MiB) to 68719476736 (64 GiB); the default is 8589934592 (8 GiB)",
+		"--memory-limit=512Mi":                         `--memory-limit "512Mi": want a size of at least 1Gi, such as 6Gi or 6442450944, or leave it unset for the sizing rule`,
+		"--memory-limit=6 GB":                          `--memory-limit "6 GB": want a size of at least 1Gi`,
+		"--pod-logs-dir=pod-logs":                      `--pod-logs-dir "pod-logs": want an absolute directory path, e.g. /var/log/pods`,
 	}
 	for arg, want := range cases {
 		s, err := parse(t, "", arg)
@@ -248,13 +248,13 @@ func TestCompleteResolvesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := LeaseProfile{RenewInterval: 30 * time.Second, LeaseDuration: 120 * time.Second, GracePeriod: 150 * time.Second}
-	if c.Lease != want || c.EphemeralDataDir != "/srv/k1m/etcd-ephemeral" || c.KubernetesServiceIP.String() != "fddf:4035:b511::1" ||
+	if c.Lease != want || c.NoFsyncDataDir != "/srv/k1m/etcd-nofsync" || c.KubernetesServiceIP.String() != "fddf:4035:b511::1" ||
 		c.DNSServiceIP.String() != "fddf:4035:b511::a" || !reflect.DeepEqual(c.PassThrough["kubelet"], []componentargs.Arg{{Name: "v", Value: "2"}}) {
 		t.Errorf("completed %+v", c)
 	}
-	s.EphemeralDataDir = "/run/k1m-ephemeral"
-	if c, _ := s.Complete(); c.EphemeralDataDir != "/run/k1m-ephemeral" {
-		t.Errorf("--ephemeral-data-dir given, completed to %q", c.EphemeralDataDir)
+	s.NoFsyncDataDir = "/run/k1m-nofsync"
+	if c, _ := s.Complete(); c.NoFsyncDataDir != "/run/k1m-nofsync" {
+		t.Errorf("--no-fsync-data-dir given, completed to %q", c.NoFsyncDataDir)
 	}
 	s.RenewInterval = 1500 * time.Millisecond
 	if c, err := s.Complete(); c != nil || err == nil {
@@ -341,5 +341,28 @@ func TestJoinTokenFromEnvironment(t *testing.T) {
 	lone, _ := parse(t, "", "--data-dir", t.TempDir())
 	if c, err := lone.Complete(); err != nil || c.Token != "" {
 		t.Errorf("a lone server took $K1M_TOKEN: %v, %q", err, c.Token)
+	}
+}
+
+// The flags named "ephemeral" before the no-fsync rename still work, from
+// the command line and the file, and set the same settings.
+func TestRenamedFlagsStillWork(t *testing.T) {
+	s, err := parse(t, "ephemeral-datastore-endpoint: https://[fddf:4035:b520::7]:2379\n",
+		"--ephemeral-data-dir=/run/k1m-nofsync", "--ephemeral-etcd-port=2479")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [3]any{s.NoFsyncDataDir, s.NoFsyncEtcdPort, s.Datastore.NoFsyncEndpoint}
+	if want := [3]any{"/run/k1m-nofsync", 2479, "https://[fddf:4035:b520::7]:2379"}; got != want {
+		t.Errorf("old flag names set %v, want %v", got, want)
+	}
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	d := DefaultServer()
+	d.AddFlags(fs)
+	for old, current := range RenamedFlags {
+		f := fs.Lookup(old)
+		if f == nil || f.Deprecated != "use --"+current || !f.Hidden {
+			t.Errorf("--%s: %+v, want a hidden alias deprecated for --%s", old, f, current)
+		}
 	}
 }

@@ -12,27 +12,27 @@ import (
 
 // Datastore is an external etcd cluster the operator keeps, for either
 // store: the durable one (--datastore-endpoint) and the no-fsync one that
-// holds Events and Leases (--ephemeral-datastore-endpoint). One set of TLS
+// holds Events and Leases (--no-fsync-datastore-endpoint). One set of TLS
 // files reaches both: kube-apiserver has one set of etcd TLS flags for all
 // its stores.
 type Datastore struct {
-	Endpoint          string // comma-separated https URLs of the durable store's members
-	EphemeralEndpoint string // the same for the no-fsync store
-	CAFile            string
-	CertFile          string
-	KeyFile           string
+	Endpoint        string // comma-separated https URLs of the durable store's members
+	NoFsyncEndpoint string // the same for the no-fsync store
+	CAFile          string
+	CertFile        string
+	KeyFile         string
 }
 
 func (d *Datastore) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&d.Endpoint, "datastore-endpoint", d.Endpoint, "keep the durable store (everything but Events and Leases) in an external etcd cluster, not in an embedded etcd: its members' https URLs, comma separated, e.g. https://[fddf:4035:b520::5]:2379")
-	fs.StringVar(&d.EphemeralEndpoint, "ephemeral-datastore-endpoint", d.EphemeralEndpoint, "keep Events and Leases in an external etcd cluster (run it with --unsafe-no-fsync for k1m's trade-off), not in the embedded no-fsync etcd: its members' https URLs, comma separated")
+	fs.StringVar(&d.NoFsyncEndpoint, "no-fsync-datastore-endpoint", d.NoFsyncEndpoint, "keep Events and Leases in an external etcd cluster (run it with --unsafe-no-fsync for k1m's trade-off), not in the embedded no-fsync etcd: its members' https URLs, comma separated")
 	fs.StringVar(&d.CAFile, "datastore-cafile", d.CAFile, "CA certificate the external etcd's serving certificates are checked against")
 	fs.StringVar(&d.CertFile, "datastore-certfile", d.CertFile, "client certificate kube-apiserver and k1m present to the external etcd (issued by --datastore-cafile's CA: the embedded etcds accept it too)")
 	fs.StringVar(&d.KeyFile, "datastore-keyfile", d.KeyFile, "key of --datastore-certfile")
 }
 
 // External tells whether some store is an external etcd.
-func (d Datastore) External() bool { return d.Endpoint != "" || d.EphemeralEndpoint != "" }
+func (d Datastore) External() bool { return d.Endpoint != "" || d.NoFsyncEndpoint != "" }
 
 // Endpoints splits a comma-separated endpoint flag value; empty: none.
 func Endpoints(value string) []string {
@@ -48,7 +48,7 @@ func (d Datastore) validate() error {
 	var errs []error
 	for _, f := range []struct{ flag, value string }{
 		{"--datastore-endpoint", d.Endpoint},
-		{"--ephemeral-datastore-endpoint", d.EphemeralEndpoint},
+		{"--no-fsync-datastore-endpoint", d.NoFsyncEndpoint},
 	} {
 		if err := checkEndpoints(f.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", f.flag, f.value, err))
@@ -60,9 +60,9 @@ func (d Datastore) validate() error {
 	for _, f := range files {
 		switch {
 		case f.path == "" && d.External():
-			errs = append(errs, fmt.Errorf("%s is empty: an external etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile", f.flag))
+			errs = append(errs, fmt.Errorf("%s is empty: an external etcd (--datastore-endpoint, --no-fsync-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile", f.flag))
 		case f.path != "" && !d.External():
-			errs = append(errs, fmt.Errorf("%s without --datastore-endpoint or --ephemeral-datastore-endpoint: it is the TLS of an external etcd; add the endpoint or drop the flag", f.flag))
+			errs = append(errs, fmt.Errorf("%s without --datastore-endpoint or --no-fsync-datastore-endpoint: it is the TLS of an external etcd; add the endpoint or drop the flag", f.flag))
 		case f.path != "":
 			if _, err := os.ReadFile(f.path); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))

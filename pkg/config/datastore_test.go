@@ -20,19 +20,19 @@ func TestDatastoreFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"both stores external", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379", "--ephemeral-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
-		{"one store external", append([]string{"--ephemeral-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
+		{"both stores external", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379", "--no-fsync-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
+		{"one store external", append([]string{"--no-fsync-datastore-endpoint=https://[fddf:4035:b520::7]:2379"}, tlsArgs...), ""},
 		{"plain http", append([]string{"--datastore-endpoint=http://[fddf:4035:b520::5]:2379"}, tlsArgs...),
 			`--datastore-endpoint "http://[fddf:4035:b520::5]:2379": ` + endpointHelp},
-		{"no port", append([]string{"--ephemeral-datastore-endpoint=https://[fddf:4035:b520::5]"}, tlsArgs...),
-			`--ephemeral-datastore-endpoint "https://[fddf:4035:b520::5]": ` + endpointHelp},
+		{"no port", append([]string{"--no-fsync-datastore-endpoint=https://[fddf:4035:b520::5]"}, tlsArgs...),
+			`--no-fsync-datastore-endpoint "https://[fddf:4035:b520::5]": ` + endpointHelp},
 		{"a path", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379/k1m"}, tlsArgs...),
 			`--datastore-endpoint "https://[fddf:4035:b520::5]:2379/k1m": ` + endpointHelp},
 		{"no TLS files", []string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--datastore-cafile=" + ca},
-			"--datastore-certfile is empty: an external etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile\n" +
-				"--datastore-keyfile is empty: an external etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile"},
+			"--datastore-certfile is empty: an external etcd (--datastore-endpoint, --no-fsync-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile\n" +
+				"--datastore-keyfile is empty: an external etcd (--datastore-endpoint, --no-fsync-datastore-endpoint) is reached with mutual TLS: give --datastore-cafile, --datastore-certfile and --datastore-keyfile"},
 		{"TLS without endpoint", []string{"--datastore-cafile=" + ca},
-			"--datastore-cafile without --datastore-endpoint or --ephemeral-datastore-endpoint: it is the TLS of an external etcd; add the endpoint or drop the flag"},
+			"--datastore-cafile without --datastore-endpoint or --no-fsync-datastore-endpoint: it is the TLS of an external etcd; add the endpoint or drop the flag"},
 		{"missing file", []string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--datastore-cafile=" + ca, "--datastore-certfile=" + ca, "--datastore-keyfile=/nonexistent/etcd.key"},
 			"--datastore-keyfile: open /nonexistent/etcd.key: no such file or directory"},
 		{"cluster reset", append([]string{"--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--cluster-reset"}, tlsArgs...),
@@ -67,7 +67,7 @@ func TestCompleteSplitsTheEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}; !reflect.DeepEqual(c.ExternalDurable, want) || c.ExternalEphemeral != nil {
-		t.Errorf("ExternalDurable %q, ExternalEphemeral %q; want %q and none", c.ExternalDurable, c.ExternalEphemeral, want)
+	if want := []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}; !reflect.DeepEqual(c.ExternalDurable, want) || c.ExternalNoFsync != nil {
+		t.Errorf("ExternalDurable %q, ExternalNoFsync %q; want %q and none", c.ExternalDurable, c.ExternalNoFsync, want)
 	}
 }

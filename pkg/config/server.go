@@ -27,19 +27,19 @@ const (
 
 // Server holds the settings of `k1m server`.
 type Server struct {
-	ConfigFile        string
-	DataDir           string
-	EphemeralDataDir  string
-	BindAddress       string
-	AdvertiseAddress  string
-	HTTPSPort         int
-	EtcdPort          int
-	EphemeralEtcdPort int
-	ClusterCIDR       string
-	ServiceCIDR       string
-	ClusterDomain     string
-	RenewInterval     time.Duration
-	Token             string
+	ConfigFile       string
+	DataDir          string
+	NoFsyncDataDir   string
+	BindAddress      string
+	AdvertiseAddress string
+	HTTPSPort        int
+	EtcdPort         int
+	NoFsyncEtcdPort  int
+	ClusterCIDR      string
+	ServiceCIDR      string
+	ClusterDomain    string
+	RenewInterval    time.Duration
+	Token            string
 	// ClusterInit starts the first server of a multi-server cluster
 	// (or turns a lone server's data into it); JoinServer joins a server
 	// to the cluster of the server at that URL.
@@ -89,19 +89,19 @@ type Audit struct {
 // DefaultServer returns the defaults.
 func DefaultServer() Server {
 	return Server{
-		ConfigFile:        DefaultConfigFile,
-		DataDir:           constants.DefaultServerDataDir,
-		BindAddress:       "::",
-		HTTPSPort:         6443,
-		EtcdPort:          2379,
-		EphemeralEtcdPort: 2381,
-		ClusterCIDR:       DefaultClusterCIDR,
-		ServiceCIDR:       DefaultServiceCIDR,
-		ClusterDomain:     "cluster.local",
-		RenewInterval:     DefaultRenewInterval,
-		ImagesDir:         DefaultImagesDir,
-		ProxyMode:         "iptables",
-		PodLogsDir:        DefaultPodLogsDir,
+		ConfigFile:      DefaultConfigFile,
+		DataDir:         constants.DefaultServerDataDir,
+		BindAddress:     "::",
+		HTTPSPort:       6443,
+		EtcdPort:        2379,
+		NoFsyncEtcdPort: 2381,
+		ClusterCIDR:     DefaultClusterCIDR,
+		ServiceCIDR:     DefaultServiceCIDR,
+		ClusterDomain:   "cluster.local",
+		RenewInterval:   DefaultRenewInterval,
+		ImagesDir:       DefaultImagesDir,
+		ProxyMode:       "iptables",
+		PodLogsDir:      DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
@@ -113,12 +113,12 @@ func DefaultServer() Server {
 func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML file whose keys are these flag names; flags given on the command line win")
 	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "where the server keeps its PKI, the durable etcd and its state")
-	fs.StringVar(&s.EphemeralDataDir, "ephemeral-data-dir", s.EphemeralDataDir, "data directory of the no-fsync etcd holding Events and Leases (default DATA-DIR/etcd-ephemeral; may be a tmpfs)")
+	fs.StringVar(&s.NoFsyncDataDir, "no-fsync-data-dir", s.NoFsyncDataDir, "data directory of the no-fsync etcd holding Events and Leases (default DATA-DIR/etcd-nofsync; may be a tmpfs)")
 	fs.StringVar(&s.BindAddress, "bind-address", s.BindAddress, "IPv6 address kube-apiserver listens on")
 	fs.StringVar(&s.AdvertiseAddress, "advertise-address", s.AdvertiseAddress, "IPv6 address the cluster reaches kube-apiserver at (default: the node IP)")
 	fs.IntVar(&s.HTTPSPort, "https-listen-port", s.HTTPSPort, "kube-apiserver's port")
 	fs.IntVar(&s.EtcdPort, "etcd-port", s.EtcdPort, "client port of the durable etcd (peer port is this + 1), on [::1]")
-	fs.IntVar(&s.EphemeralEtcdPort, "ephemeral-etcd-port", s.EphemeralEtcdPort, "client port of the no-fsync etcd (peer port is this + 1), on [::1]")
+	fs.IntVar(&s.NoFsyncEtcdPort, "no-fsync-etcd-port", s.NoFsyncEtcdPort, "client port of the no-fsync etcd (peer port is this + 1), on [::1]")
 	fs.StringVar(&s.ClusterCIDR, "cluster-cidr", s.ClusterCIDR, "IPv6 range pods get their addresses from, cut into /64 node ranges")
 	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
@@ -144,6 +144,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	s.Datastore.addFlags(fs)
 	s.EtcdSnapshots.addFlags(fs)
 	s.ClusterReset.addFlags(fs)
+	AddRenamedFlags(fs)
 	addPassThroughFlags(fs, s.passThroughFlags())
 }
 
@@ -208,7 +209,7 @@ func (s *Server) Validate() error {
 	for _, p := range []struct {
 		flag string
 		port int
-	}{{"--https-listen-port", s.HTTPSPort}, {"--etcd-port", s.EtcdPort}, {"--ephemeral-etcd-port", s.EphemeralEtcdPort}} {
+	}{{"--https-listen-port", s.HTTPSPort}, {"--etcd-port", s.EtcdPort}, {"--no-fsync-etcd-port", s.NoFsyncEtcdPort}} {
 		if err := requirePort(p.flag, p.port); err != nil {
 			add(err)
 			portsOK = false

@@ -10,20 +10,20 @@ import (
 	"strings"
 )
 
-// EphemeralResources are the resources k1m keeps in the no-fsync etcd, in
+// NoFsyncResources are the resources k1m keeps in the no-fsync etcd, in
 // kube-apiserver's --etcd-servers-overrides spelling (group/resource; the
 // core group is empty). They are rewritten all the time (a Lease every
 // renew interval per node, an Event for everything) and are worthless
 // after a crash that loses the last seconds. "/events" covers
 // events.k8s.io too: both are one storage resource.
-var EphemeralResources = []string{"/events", "coordination.k8s.io/leases"}
+var NoFsyncResources = []string{"/events", "coordination.k8s.io/leases"}
 
 // EtcdServersOverrides is kube-apiserver's --etcd-servers-overrides value
-// that puts every ephemeral resource on the etcd at urls (the members of
+// that puts every no-fsync resource on the etcd at urls (the members of
 // one cluster, kube-apiserver's ";" list).
 func EtcdServersOverrides(urls ...string) string {
-	parts := make([]string, len(EphemeralResources))
-	for i, r := range EphemeralResources {
+	parts := make([]string, len(NoFsyncResources))
+	for i, r := range NoFsyncResources {
 		parts[i] = r + "#" + strings.Join(urls, ";")
 	}
 	return strings.Join(parts, ",")

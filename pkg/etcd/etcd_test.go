@@ -69,14 +69,14 @@ func client(t *testing.T, m Member, c TLS) *clientv3.Client {
 	return cli
 }
 
-func TestDurableAndEphemeralMembers(t *testing.T) {
+func TestDurableAndNoFsyncMembers(t *testing.T) {
 	dir := t.TempDir()
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	members := []Member{
 		{Name: "durable", DataDir: filepath.Join(dir, "etcd"), Host: "::1", Port: freePortPair(t), TLS: serverTLS},
-		{Name: "ephemeral", DataDir: filepath.Join(dir, "etcd-ephemeral"), Host: "::1", NoFsync: true, TLS: serverTLS},
+		{Name: "nofsync", DataDir: filepath.Join(dir, "etcd-nofsync"), Host: "::1", NoFsync: true, TLS: serverTLS},
 	}
 	members[1].Port = freePortPair(t)
 	for _, m := range members {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // A server joins a cluster the way an agent does (the token pins the CA),
@@ -50,8 +50,10 @@ const (
 // Datastore names the external etcd members of each store; none: the
 // servers' embedded etcds hold that store.
 type Datastore struct {
-	Durable   []string `json:"durable,omitempty"`
-	Ephemeral []string `json:"ephemeral,omitempty"`
+	Durable []string `json:"durable,omitempty"`
+	// The JSON name is the one earlier releases write and read: servers of
+	// two releases share this record during a rolling upgrade.
+	NoFsync []string `json:"ephemeral,omitempty"`
 }
 
 // ServerBootstrap is what a joining server reads.
@@ -249,7 +251,7 @@ func parseServerBootstrap(data map[string]string, token pki.Token) (ServerBootst
 			return ServerBootstrap{}, serverError("%s/%s: %s %q: %v", metav1.NamespaceSystem, ServerBootstrapName, datastoreKey, stores, err)
 		}
 	}
-	sealed, ok := data[bundleKeyPrefix+bootstrap.SealID(token.Seal)]
+	sealed, ok := data[bundleKeyPrefix+serverbundle.SealID(token.Seal)]
 	if !ok {
 		return ServerBootstrap{}, &Error{InputToken, missingBundle(data)}
 	}

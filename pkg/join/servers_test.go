@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // bootstrapServer serves k1m-server-bootstrap with data to the bearer
@@ -44,7 +44,7 @@ const (
 	testSecretKey = "abcdef.0123456789abcdef"
 )
 
-var testBundleKey = "bundle." + bootstrap.SealID(testSeal)
+var testBundleKey = "bundle." + serverbundle.SealID(testSeal)
 
 func TestFetchServerBootstrap(t *testing.T) {
 	const secret = testSecretKey
@@ -95,7 +95,7 @@ func TestFetchServerBootstrap(t *testing.T) {
 	if err == nil || err.Error() != "token: the server refused the token (401 Unauthorized): it is mistyped, expired or deleted" {
 		t.Errorf("a wrong secret: %v", err)
 	}
-	// A lone server (no --cluster-init) has no bootstrap data.
+	// A lone server (no --cluster-init) publishes no server bundle.
 	lone, loneCA := bootstrapServer(t, secret, nil)
 	loneHash, _ := pki.CAHash(loneCA)
 	_, err = FetchServerBootstrap(ctx, lone.URL, loneCA, pki.Token{CAHash: loneHash, Secret: secret, Seal: testSeal})
@@ -119,7 +119,7 @@ func TestPublishKnowForgetServers(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: ServerBootstrapName},
 		Data: map[string]string{legacyEntry: "sealed with a join token's secret"}})
-	sealID := bootstrap.SealID(testSeal)
+	sealID := serverbundle.SealID(testSeal)
 	if err := PublishServer(ctx, client, sealID, []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:1]:2379", Datastore{}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
 	stores := Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379"}}
-	if err := PublishServer(ctx, client, bootstrap.SealID(testSeal), []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", stores); err != nil {
+	if err := PublishServer(ctx, client, serverbundle.SealID(testSeal), []byte("sealed"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", stores); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ServerBootstrapName, metav1.GetOptions{})
@@ -190,7 +190,7 @@ func TestFetchServerBootstrapExternalDatastore(t *testing.T) {
 func TestRotatedSealIsNotRepublished(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewSimpleClientset()
-	oldID, newID := bootstrap.SealID(testSeal), bootstrap.SealID(otherSeal)
+	oldID, newID := serverbundle.SealID(testSeal), serverbundle.SealID(otherSeal)
 	if err := PublishServer(ctx, client, oldID, []byte("old"), "s1", "https://[fddf:4035:b520::1:1]:6443", "", Datastore{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
-	"k1m.dev/k1m/pkg/bootstrap"
+	"k1m.dev/k1m/pkg/serverbundle"
 	"os"
 	"path/filepath"
 
@@ -23,7 +23,7 @@ type apiserverOptions struct {
 
 // SecretsKeyFile is where --secrets-encryption keeps its key.
 func SecretsKeyFile(dataDir string) string {
-	return filepath.Join(TLSDir(dataDir), bootstrap.SecretsEncryptionKeyFile)
+	return filepath.Join(TLSDir(dataDir), serverbundle.SecretsEncryptionKeyFile)
 }
 
 // defaultAuditPolicy records the metadata of every request (who did what

@@ -16,16 +16,16 @@ import (
 // the server's own members over loopback, or on an API-server-only server
 // (--disable-etcd) every member of the cluster's.
 type etcdStores struct {
-	durable, ephemeral []string
+	durable, noFsync []string
 	// tls is kube-apiserver's client TLS to both (one set for all stores);
 	// none over the local sockets of the server's own members.
 	tls etcd.TLS
 }
 
 // etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
-// ephemeral resources on the no-fsync etcd (constants.EphemeralResources).
+// no-fsync resources on the no-fsync etcd (constants.NoFsyncResources).
 func etcdOverrides(stores etcdStores) string {
-	return constants.EtcdServersOverrides(stores.ephemeral...)
+	return constants.EtcdServersOverrides(stores.noFsync...)
 }
 
 func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdStores, opts apiserverOptions) []string {
@@ -37,7 +37,7 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdSto
 		"--secure-port=" + strconv.Itoa(cfg.HTTPSPort),
 		"--etcd-servers=" + strings.Join(stores.durable, ","),
 	}
-	if len(stores.ephemeral) > 0 { // none in the stock build: one store
+	if len(stores.noFsync) > 0 { // none in the stock build: one store
 		args = append(args, "--etcd-servers-overrides="+etcdOverrides(stores))
 	}
 	if tls != (etcd.TLS{}) {

@@ -13,7 +13,7 @@ import (
 	"k1m.dev/k1m/pkg/pki"
 )
 
-func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
+func TestEtcdOverridesPutEventsAndLeasesInTheNoFsyncEtcd(t *testing.T) {
 	got := etcdOverrides(tlsStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}))
 	want := "/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
 	if got != want {
@@ -21,7 +21,7 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 	}
 	// An API-server-only server reaches every member of the cluster.
 	remote := etcdStores{durable: []string{"https://[fddf:4035:b520::1:1]:2379", "https://[fddf:4035:b520::1:2]:2379"},
-		ephemeral: []string{"https://[fddf:4035:b520::1:1]:2381", "https://[fddf:4035:b520::1:2]:2381"}, tls: testStoreTLS}
+		noFsync: []string{"https://[fddf:4035:b520::1:1]:2381", "https://[fddf:4035:b520::1:2]:2381"}, tls: testStoreTLS}
 	want = "/events#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381," +
 		"coordination.k8s.io/leases#https://[fddf:4035:b520::1:1]:2381;https://[fddf:4035:b520::1:2]:2381"
 	if got := etcdOverrides(remote); got != want {
@@ -35,8 +35,8 @@ func TestEtcdOverridesPutEventsAndLeasesInTheEphemeralEtcd(t *testing.T) {
 
 // localStores are a server's own members, reached with the etcd CA's
 // client certificate.
-func tlsStores(durable, ephemeral etcd.Member) etcdStores {
-	return etcdStores{durable: []string{durable.ClientURL()}, ephemeral: []string{ephemeral.ClientURL()}, tls: testStoreTLS}
+func tlsStores(durable, noFsync etcd.Member) etcdStores {
+	return etcdStores{durable: []string{durable.ClientURL()}, noFsync: []string{noFsync.ClientURL()}, tls: testStoreTLS}
 }
 
 var testStoreTLS = etcd.TLS{CertFile: "/t/apiserver-etcd-client.crt", KeyFile: "/t/apiserver-etcd-client.key", CAFile: "/t/etcd-ca.crt"}
@@ -100,8 +100,8 @@ var wantAPIServer = []string{
 
 func TestAPIServerArgs(t *testing.T) {
 	cfg := config.DefaultServer()
-	durable, ephemeral := etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}
-	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, ephemeral), apiserverOptions{}), wantAPIServer)
+	durable, noFsync := etcd.Member{Host: "::1", Port: 2379}, etcd.Member{Host: "::1", Port: 2381}
+	equalArgs(t, "defaults", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, noFsync), apiserverOptions{}), wantAPIServer)
 
 	opts := apiserverOptions{
 		encryptionConfig: "/t/encryption-config.yaml",
@@ -113,14 +113,14 @@ func TestAPIServerArgs(t *testing.T) {
 	want = append(want, "--encryption-provider-config=/t/encryption-config.yaml",
 		"--audit-policy-file=/p.yaml", "--audit-log-path=/var/log/audit.log", "--audit-log-maxage=30", "--audit-log-maxbackup=10", "--audit-log-maxsize=100",
 		"--max-requests-inflight=800")
-	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, ephemeral), opts), want)
+	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, noFsync), opts), want)
 }
 
 // The stock build has one store (separateNoFsyncStore): no overrides, as
 // kubeadm deploys kube-apiserver.
 func TestAPIServerArgsOfOneStore(t *testing.T) {
 	stores := tlsStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{})
-	stores.ephemeral = nil
+	stores.noFsync = nil
 	want := slices.DeleteFunc(slices.Clone(wantAPIServer), func(a string) bool {
 		return a == "--etcd-servers-overrides=/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381"
 	})
@@ -134,14 +134,14 @@ func TestAPIServerArgsOfOneStore(t *testing.T) {
 // without TLS: no etcd TLS flags.
 func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 	durable := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2379, LocalSocket: "/d/etcd-sockets/durable.sock"}}
-	ephemeral := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/ephemeral.sock"}}
-	stores, ok := socketStores(durable, ephemeral)
+	noFsync := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/no-fsync.sock"}}
+	stores, ok := socketStores(durable, noFsync)
 	if !ok {
 		t.Fatal("two members with sockets: not reached over them")
 	}
 	want := slices.Concat(wantAPIServer[:3], []string{
 		"--etcd-servers=unix:///d/etcd-sockets/durable.sock",
-		"--etcd-servers-overrides=/events#unix:///d/etcd-sockets/ephemeral.sock,coordination.k8s.io/leases#unix:///d/etcd-sockets/ephemeral.sock",
+		"--etcd-servers-overrides=/events#unix:///d/etcd-sockets/no-fsync.sock,coordination.k8s.io/leases#unix:///d/etcd-sockets/no-fsync.sock",
 	}, wantAPIServer[8:])
 	equalArgs(t, "local sockets", apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1", testCerts(), stores, apiserverOptions{}), want)
 
@@ -153,9 +153,9 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 	// A member without a socket (a data directory too deep, an external
 	// etcd): TLS for every store, kube-apiserver having one TLS setting.
 	for name, ms := range map[string][2]*etcd.Running{
-		"ephemeral without a socket": {durable, {Member: etcd.Member{Host: "::1", Port: 2381}}},
-		"durable without a socket":   {{Member: etcd.Member{Host: "::1", Port: 2379}}, ephemeral},
-		"external durable":           {nil, ephemeral},
+		"no-fsync without a socket": {durable, {Member: etcd.Member{Host: "::1", Port: 2381}}},
+		"durable without a socket":  {{Member: etcd.Member{Host: "::1", Port: 2379}}, noFsync},
+		"external durable":          {nil, noFsync},
 	} {
 		if _, ok := socketStores(ms[0], ms[1]); ok {
 			t.Errorf("%s: reached over sockets", name)
@@ -176,10 +176,10 @@ func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 	if got, want := s.localSocket("durable"), dataDir+"/etcd-sockets/durable.sock"; got != want {
 		t.Errorf("localSocket = %q, want %q", got, want)
 	}
-	s.cfg.DataDir = "/" + strings.Repeat("d", etcd.MaxSocketPath-len("/etcd-sockets/ephemeral.sock"))
-	for _, store := range []string{"durable", "ephemeral"} { // both or neither
+	s.cfg.DataDir = "/" + strings.Repeat("d", etcd.MaxSocketPath-len("/etcd-sockets/no-fsync.sock"))
+	for _, store := range []string{"durable", "nofsync"} { // both or neither
 		if got := s.localSocket(store); got != "" {
-			t.Errorf("an ephemeral socket path of 108 bytes: %s %q, want none", store, got)
+			t.Errorf("an no-fsync socket path of 108 bytes: %s %q, want none", store, got)
 		}
 	}
 	want := "a unix socket under --data-dir " + s.cfg.DataDir + " would be 108 bytes long, over the 107 a socket path takes"
@@ -192,7 +192,7 @@ func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 		t.Errorf("socketDir: %v, want %q", err, want)
 	}
 	s.cfg.DataDir = dataDir
-	s.cfg.Datastore.EphemeralEndpoint = "https://etcd.example:2379"
+	s.cfg.Datastore.NoFsyncEndpoint = "https://etcd.example:2379"
 	if got := s.localSocket("durable"); got != "" {
 		t.Errorf("with an external store: %q, want none", got)
 	}

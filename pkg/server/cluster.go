@@ -12,13 +12,13 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // membership is this server's place in a multi-server cluster.
@@ -96,8 +96,8 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, joinFlagError(err)
 	}
-	bundle, err := bootstrap.Open(fetched.Sealed, token.Seal)
-	if errors.Is(err, bootstrap.ErrWrongToken) {
+	bundle, err := serverbundle.Open(fetched.Sealed, token.Seal)
+	if errors.Is(err, serverbundle.ErrWrongToken) {
 		return nil, fmt.Errorf("--token: %w: join servers with a server's DATA-DIR/server-token", err)
 	}
 	if err != nil {
@@ -158,7 +158,7 @@ func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, se
 		}
 	}
 	storeDiffers("--datastore-endpoint", cfg.ExternalDurable, datastore.Durable)
-	storeDiffers("--ephemeral-datastore-endpoint", cfg.ExternalEphemeral, datastore.Ephemeral)
+	storeDiffers("--no-fsync-datastore-endpoint", cfg.ExternalNoFsync, datastore.NoFsync)
 	return errors.Join(errs...)
 }
 
@@ -182,7 +182,7 @@ func fileExists(path string) bool {
 // this build); one whose seal the cluster no longer uses (rotated on
 // another server) forgets it.
 func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface, token *serverToken, durable *etcd.Running) error {
-	bundle, err := bootstrap.Read(TLSDir(s.cfg.DataDir), s.cfg.SecretsEncryption)
+	bundle, err := serverbundle.Read(TLSDir(s.cfg.DataDir), s.cfg.SecretsEncryption)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 			return err
 		}
 	}
-	sealed, err := bootstrap.Seal(bundle, token.seal)
+	sealed, err := serverbundle.Seal(bundle, token.seal)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 	if durable != nil {
 		etcdURL = durable.Member.AdvertisedClientURL()
 	}
-	err = join.PublishServer(ctx, client, bootstrap.SealID(token.seal), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL, s.datastore())
+	err = join.PublishServer(ctx, client, serverbundle.SealID(token.seal), sealed, s.nodeName, apiURL(s.advertise, s.cfg.HTTPSPort), etcdURL, s.datastore())
 	if errors.Is(err, join.ErrSealRotated) {
 		if !fresh {
 			s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", err, ServerTokenFile(s.cfg.DataDir))

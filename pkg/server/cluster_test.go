@@ -48,19 +48,19 @@ func TestCheckClusterSettingsComparesTheStores(t *testing.T) {
 	flags := config.DefaultServer()
 	flags.DataDir = t.TempDir()
 	flags.Datastore = config.Datastore{Endpoint: "https://[fddf:4035:b520::6]:2379,https://[fddf:4035:b520::5]:2379",
-		EphemeralEndpoint: "https://[fddf:4035:b520::7]:2379", CAFile: ca, CertFile: ca, KeyFile: ca}
+		NoFsyncEndpoint: "https://[fddf:4035:b520::7]:2379", CAFile: ca, CertFile: ca, KeyFile: ca}
 	cfg, err := flags.Complete()
 	if err != nil {
 		t.Fatal(err)
 	}
 	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR}
-	stores := join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}, Ephemeral: []string{"https://[fddf:4035:b520::7]:2379"}}
+	stores := join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}, NoFsync: []string{"https://[fddf:4035:b520::7]:2379"}}
 	if err := checkClusterSettings(cfg, same, false, stores); err != nil {
 		t.Errorf("the same stores: %v", err)
 	}
 	err = checkClusterSettings(cfg, same, false, join.Datastore{Durable: []string{"https://[fddf:4035:b520::9]:2379"}})
 	want := "--datastore-endpoint https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379 differs from the cluster's https://[fddf:4035:b520::9]:2379: every server of a cluster has the same; start this one with --datastore-endpoint=https://[fddf:4035:b520::9]:2379\n" +
-		"--ephemeral-datastore-endpoint https://[fddf:4035:b520::7]:2379: the cluster keeps this store in its servers' embedded etcd; start this one without --ephemeral-datastore-endpoint"
+		"--no-fsync-datastore-endpoint https://[fddf:4035:b520::7]:2379: the cluster keeps this store in its servers' embedded etcd; start this one without --no-fsync-datastore-endpoint"
 	if err == nil || err.Error() != want {
 		t.Errorf("other stores:\n%v\nwant\n%s", err, want)
 	}

@@ -46,7 +46,7 @@ func ReadDatastore(dataDir string) (DatastoreRecord, error) {
 // datastore is this server's external etcd of each store (none of
 // either: embedded).
 func (s *Server) datastore() join.Datastore {
-	return join.Datastore{Durable: s.cfg.ExternalDurable, Ephemeral: s.cfg.ExternalEphemeral}
+	return join.Datastore{Durable: s.cfg.ExternalDurable, NoFsync: s.cfg.ExternalNoFsync}
 }
 
 // datastoreTLS is what kube-apiserver and k1m present to an external etcd.
@@ -100,7 +100,7 @@ func (s *Server) claimDatastore(ctx context.Context, caHash string) error {
 		endpoints []string
 	}{
 		{"--datastore-endpoint", s.cfg.ExternalDurable},
-		{"--ephemeral-datastore-endpoint", s.cfg.ExternalEphemeral},
+		{"--no-fsync-datastore-endpoint", s.cfg.ExternalNoFsync},
 	} {
 		if len(store.endpoints) == 0 {
 			continue

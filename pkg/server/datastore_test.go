@@ -52,7 +52,7 @@ func TestStoreTLSFollowsTheDatastore(t *testing.T) {
 // stores and the TLS, and goes when the stores are embedded again.
 func TestDatastoreBundleAndRecord(t *testing.T) {
 	ca := writeFile(t, "operator-ca.crt", "operator CA\n")
-	s := serverWith(t, config.Datastore{EphemeralEndpoint: "https://[fddf:4035:b520::7]:2379", CAFile: ca, CertFile: ca, KeyFile: ca})
+	s := serverWith(t, config.Datastore{NoFsyncEndpoint: "https://[fddf:4035:b520::7]:2379", CAFile: ca, CertFile: ca, KeyFile: ca})
 	c := &certs{dir: t.TempDir(), etcd: authority{Authority: &pki.Authority{CertPEM: []byte("etcd CA\n")}}}
 	if err := s.writeDatastoreCABundle(c); err != nil {
 		t.Fatal(err)
@@ -64,11 +64,11 @@ func TestDatastoreBundleAndRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ReadDatastore(s.cfg.DataDir)
-	want := DatastoreRecord{Datastore: join.Datastore{Ephemeral: []string{"https://[fddf:4035:b520::7]:2379"}}, TLS: etcd.TLS{CertFile: ca, KeyFile: ca, CAFile: ca}}
+	want := DatastoreRecord{Datastore: join.Datastore{NoFsync: []string{"https://[fddf:4035:b520::7]:2379"}}, TLS: etcd.TLS{CertFile: ca, KeyFile: ca, CAFile: ca}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("record %+v, %v; want %+v", got, err, want)
 	}
-	s.cfg.Datastore, s.cfg.ExternalEphemeral = config.Datastore{}, nil
+	s.cfg.Datastore, s.cfg.ExternalNoFsync = config.Datastore{}, nil
 	if err := s.recordDatastore(); err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,9 @@ func (s *Server) durableMember(c *certs) etcd.Member {
 		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes, LocalSocket: s.localSocket("durable")})
 }
 
-func (s *Server) ephemeralMember(c *certs) etcd.Member {
-	return s.clusterMember(etcd.Member{Name: "ephemeral", DataDir: s.cfg.EphemeralDataDir, Host: "::1", Port: s.cfg.EphemeralEtcdPort, NoFsync: true,
-		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("ephemeral")})
+func (s *Server) noFsyncMember(c *certs) etcd.Member {
+	return s.clusterMember(etcd.Member{Name: "nofsync", DataDir: s.cfg.NoFsyncDataDir, Host: "::1", Port: s.cfg.NoFsyncEtcdPort, NoFsync: true,
+		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("nofsync")})
 }
 
 // EtcdSocketDir is where a server's embedded etcds serve its own
@@ -51,7 +51,7 @@ func (s *Server) ephemeralMember(c *certs) etcd.Member {
 func EtcdSocketDir(dataDir string) string { return filepath.Join(dataDir, "etcd-sockets") }
 
 // localSocket is the unix socket of the member for store (durable,
-// ephemeral), or none when kube-apiserver reaches its stores over TLS
+// no-fsync), or none when kube-apiserver reaches its stores over TLS
 // (socketDir says why).
 func (s *Server) localSocket(store string) string {
 	dir, err := s.socketDir()
@@ -74,7 +74,7 @@ func (s *Server) socketDir() (string, error) {
 		return "", err
 	}
 	// Both stores or neither: the longer name decides.
-	if longest := filepath.Join(dir, "ephemeral.sock"); len(longest) > etcd.MaxSocketPath {
+	if longest := filepath.Join(dir, "no-fsync.sock"); len(longest) > etcd.MaxSocketPath {
 		return "", fmt.Errorf("a unix socket under --data-dir %s would be %d bytes long, over the %d a socket path takes", s.cfg.DataDir, len(longest), etcd.MaxSocketPath)
 	}
 	if strings.ContainsAny(dir, ",;") {
@@ -112,30 +112,33 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 // kubelet and component writes again within one renew interval). The
 // durable one gets its start housekeeping (alarms, defragmentation).
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
-	durableMember, ephemeralMember := s.durableMember(c), s.ephemeralMember(c)
-	embedDurable, embedEphemeral := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalEphemeral) == 0 && separateNoFsyncStore
-	oneStore := !separateNoFsyncStore && len(s.cfg.ExternalEphemeral) == 0
+	durableMember, noFsyncMember := s.durableMember(c), s.noFsyncMember(c)
+	embedDurable, embedNoFsync := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalNoFsync) == 0 && separateNoFsyncStore
+	oneStore := !separateNoFsyncStore && len(s.cfg.ExternalNoFsync) == 0
 	switch {
 	case oneStore && embedDurable:
 		s.step("starting etcd (%s): every resource in it, Events and Leases too (the stock build's one store)", durableMember.DataDir)
 	case oneStore:
 		s.step("no embedded etcd: every resource in the external etcd at %s (the stock build's one store)", strings.Join(s.cfg.ExternalDurable, ","))
 		return nil, nil, nil
-	case embedDurable && embedEphemeral:
-		s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, ephemeralMember.DataDir)
+	case embedDurable && embedNoFsync:
+		s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, noFsyncMember.DataDir)
 	case embedDurable:
-		s.step("starting etcd (durable, %s); Events and Leases in the external etcd at %s", durableMember.DataDir, strings.Join(s.cfg.ExternalEphemeral, ","))
-	case embedEphemeral:
-		s.step("starting etcd (no fsync, %s, started empty); the durable store is the external etcd at %s", ephemeralMember.DataDir, strings.Join(s.cfg.ExternalDurable, ","))
+		s.step("starting etcd (durable, %s); Events and Leases in the external etcd at %s", durableMember.DataDir, strings.Join(s.cfg.ExternalNoFsync, ","))
+	case embedNoFsync:
+		s.step("starting etcd (no fsync, %s, started empty); the durable store is the external etcd at %s", noFsyncMember.DataDir, strings.Join(s.cfg.ExternalDurable, ","))
 	default:
-		s.step("no embedded etcd: the durable store is the external etcd at %s, Events and Leases at %s", strings.Join(s.cfg.ExternalDurable, ","), strings.Join(s.cfg.ExternalEphemeral, ","))
+		s.step("no embedded etcd: the durable store is the external etcd at %s, Events and Leases at %s", strings.Join(s.cfg.ExternalDurable, ","), strings.Join(s.cfg.ExternalNoFsync, ","))
 		return nil, nil, nil
 	}
 	// First: on a shared disk the discarded store's space counts toward
 	// the durable etcd's reserve, which etcd.Start checks.
-	if embedEphemeral {
-		if err := etcd.DiscardData(ephemeralMember.DataDir); err != nil {
-			return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", ephemeralMember.DataDir, err)
+	if embedNoFsync {
+		if err := etcd.DiscardData(noFsyncMember.DataDir); err != nil {
+			return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", noFsyncMember.DataDir, err)
+		}
+		if err := s.removeLegacyNoFsyncDir(); err != nil {
+			return nil, nil, err
 		}
 	}
 	var durable *etcd.Running
@@ -149,17 +152,17 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 			return nil, nil, err
 		}
 	}
-	if !embedEphemeral {
+	if !embedNoFsync {
 		return durable, nil, nil
 	}
-	ephemeral, err := s.startEphemeral(ctx, durable, ephemeralMember)
+	noFsync, err := s.startNoFsync(ctx, durable, noFsyncMember)
 	if err != nil {
 		if durable != nil {
 			durable.Stop()
 		}
 		return nil, nil, err
 	}
-	return durable, ephemeral, nil
+	return durable, noFsync, nil
 }
 
 // startDurable starts the durable etcd: a joining server's is added to
@@ -198,10 +201,32 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 	return durable, nil
 }
 
-// startEphemeral starts the no-fsync etcd, empty: for a server of several
-// in the others' no-fsync cluster (etcd.StartEphemeral), which the
+// legacyNoFsyncDir is the no-fsync etcd's default directory in releases
+// that called it "ephemeral".
+const legacyNoFsyncDir = "etcd-ephemeral"
+
+// removeLegacyNoFsyncDir deletes DATA-DIR/etcd-ephemeral, left by an
+// earlier release, when the no-fsync etcd now lives elsewhere: its data
+// would be discarded at this start anyway.
+func (s *Server) removeLegacyNoFsyncDir() error {
+	old := filepath.Join(s.cfg.DataDir, legacyNoFsyncDir)
+	if old == s.cfg.NoFsyncDataDir {
+		return nil // given as --no-fsync-data-dir: in use
+	}
+	if _, err := os.Stat(old); err != nil {
+		return nil
+	}
+	s.step("removing %s, the no-fsync etcd's directory of an earlier release (now %s)", old, s.cfg.NoFsyncDataDir)
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("removing the no-fsync etcd's old directory: %w", err)
+	}
+	return nil
+}
+
+// startNoFsync starts the no-fsync etcd, empty: for a server of several
+// in the others' no-fsync cluster (etcd.StartNoFsync), which the
 // durable store (durable, or nil: the external etcd) records.
-func (s *Server) startEphemeral(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
+func (s *Server) startNoFsync(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
 	if !s.member.clustered {
 		return etcd.Start(ctx, m)
 	}
@@ -211,13 +236,13 @@ func (s *Server) startEphemeral(ctx context.Context, durable *etcd.Running, m et
 		return nil, err
 	}
 	defer cli.Close()
-	return etcd.StartEphemeral(ctx, cli, m, EtcdClientTLS(s.cfg.DataDir), func(msg string) { s.step("%s", msg) })
+	return etcd.StartNoFsync(ctx, cli, m, EtcdClientTLS(s.cfg.DataDir), func(msg string) { s.step("%s", msg) })
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the
 // server does: the alarm and disk watches of both, and scheduled snapshots.
-func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, ephemeral *etcd.Running) {
-	for _, r := range []*etcd.Running{durable, ephemeral} {
+func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, noFsync *etcd.Running) {
+	for _, r := range []*etcd.Running{durable, noFsync} {
 		if r == nil {
 			continue // an external etcd: the operator's to watch
 		}
@@ -307,7 +332,7 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 		r.Stop()
 	}
 	// Leases and Events from before the reset mean nothing now.
-	if err := etcd.DiscardData(s.cfg.EphemeralDataDir); err != nil {
+	if err := etcd.DiscardData(s.cfg.NoFsyncDataDir); err != nil {
 		return err
 	}
 	data, _ := json.MarshalIndent(record, "", "  ")

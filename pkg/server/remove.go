@@ -19,9 +19,9 @@ import (
 // RemoveOptions name the server that runs a removal (its data directory
 // and etcd ports) and the server to remove.
 type RemoveOptions struct {
-	DataDir                     string
-	EtcdPort, EphemeralEtcdPort int
-	Name                        string
+	DataDir                   string
+	EtcdPort, NoFsyncEtcdPort int
+	Name                      string
 }
 
 // RemoveServer takes a server out of its cluster, from another server: its
@@ -48,12 +48,12 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 		return err
 	}
 	switch {
-	case len(external.Ephemeral) > 0:
-		fmt.Fprintf(out, "Events and Leases are in the external etcd at %s: no member of it to remove\n", strings.Join(external.Ephemeral, ","))
+	case len(external.NoFsync) > 0:
+		fmt.Fprintf(out, "Events and Leases are in the external etcd at %s: no member of it to remove\n", strings.Join(external.NoFsync, ","))
 	case !separateNoFsyncStore:
 		// The stock build keeps Events and Leases in the durable etcd.
 	default:
-		removeEphemeralMember(ctx, o, tls, out)
+		removeNoFsyncMember(ctx, o, tls, out)
 	}
 	records, recordsTLS := []string{DurableEtcdURL(o.EtcdPort)}, tls
 	if len(external.Durable) > 0 {
@@ -64,7 +64,7 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 		return err
 	}
 	defer cli.Close()
-	if err := etcd.ForgetEphemeral(ctx, cli, o.Name); err != nil {
+	if err := etcd.ForgetNoFsync(ctx, cli, o.Name); err != nil {
 		return err
 	}
 	return forgetServerObjects(ctx, client, o, out)
@@ -102,11 +102,11 @@ func requireKnownServer(ctx context.Context, client kubernetes.Interface, name s
 	return nil
 }
 
-// removeEphemeralMember removes the server's no-fsync member; its
+// removeNoFsyncMember removes the server's no-fsync member; its
 // members start empty and join again at every start, so a leftover entry
 // is replaced then: a failure is a warning.
-func removeEphemeralMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out io.Writer) {
-	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EphemeralEtcdPort)}, tls, o.Name)
+func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out io.Writer) {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.NoFsyncEtcdPort)}, tls, o.Name)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
 		fmt.Fprintf(out, "%s had no member in the no-fsync etcd\n", o.Name)

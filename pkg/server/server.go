@@ -170,8 +170,8 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		failed = fmt.Errorf("node agent: %w", err)
 	case err := <-errOf(local.durable):
 		failed = fmt.Errorf("durable etcd: %w", err)
-	case err := <-errOf(local.ephemeral):
-		failed = fmt.Errorf("ephemeral etcd: %w", err)
+	case err := <-errOf(local.noFsync):
+		failed = fmt.Errorf("no-fsync etcd: %w", err)
 	case <-ctx.Done():
 	}
 	if ctx.Err() == nil {
@@ -280,7 +280,7 @@ func (s *Server) phaseResolve() error {
 // phasePreflight checks directories and ports before anything is written.
 func (s *Server) phasePreflight() error {
 	var errs []error
-	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--ephemeral-data-dir", s.cfg.EphemeralDataDir))
+	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--no-fsync-data-dir", s.cfg.NoFsyncDataDir))
 	if errs[0] == nil {
 		errs = append(errs, checkNodeName(s.cfg.DataDir, s.nodeName))
 	}
@@ -288,7 +288,7 @@ func (s *Server) phasePreflight() error {
 	for _, p := range []struct {
 		flag string
 		port int
-	}{{"--etcd-port", s.cfg.EtcdPort}, {"--etcd-port (peer, +1)", s.cfg.EtcdPort + 1}, {"--ephemeral-etcd-port", s.cfg.EphemeralEtcdPort}, {"--ephemeral-etcd-port (peer, +1)", s.cfg.EphemeralEtcdPort + 1},
+	}{{"--etcd-port", s.cfg.EtcdPort}, {"--etcd-port (peer, +1)", s.cfg.EtcdPort + 1}, {"--no-fsync-etcd-port", s.cfg.NoFsyncEtcdPort}, {"--no-fsync-etcd-port (peer, +1)", s.cfg.NoFsyncEtcdPort + 1},
 		{"kube-controller-manager's port", constants.ControllerManagerPort}, {"kube-scheduler's port", constants.SchedulerPort}} {
 		errs = append(errs, preflight.PortFree(p.flag, "::1", p.port))
 	}

@@ -15,10 +15,10 @@ import (
 
 // etcds are the server's own etcd members: both nil on an
 // API-server-only server (--disable-etcd).
-type etcds struct{ durable, ephemeral *etcd.Running }
+type etcds struct{ durable, noFsync *etcd.Running }
 
 func (e etcds) stop() {
-	for _, r := range []*etcd.Running{e.durable, e.ephemeral} {
+	for _, r := range []*etcd.Running{e.durable, e.noFsync} {
 		if r != nil {
 			r.Stop()
 		}
@@ -35,7 +35,7 @@ func errOf(r *etcd.Running) <-chan error {
 
 // phaseStores starts this server's etcds with their housekeeping, or on
 // an API-server-only server finds the cluster's members; an external
-// etcd (--datastore-endpoint, --ephemeral-datastore-endpoint) is claimed
+// etcd (--datastore-endpoint, --no-fsync-datastore-endpoint) is claimed
 // for this cluster first.
 func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcds, etcdStores, error) {
 	if err := s.recordDatastore(); err != nil {
@@ -54,26 +54,26 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 		stores.tls = s.storeTLS(c)
 		return etcds{}, stores, err
 	}
-	durable, ephemeral, err := s.phaseEtcd(ctx, c)
+	durable, noFsync, err := s.phaseEtcd(ctx, c)
 	if err != nil {
 		return etcds{}, etcdStores{}, err
 	}
-	s.phaseHousekeeping(ctx, c, durable, ephemeral)
-	if stores, ok := socketStores(durable, ephemeral); ok {
+	s.phaseHousekeeping(ctx, c, durable, noFsync)
+	if stores, ok := socketStores(durable, noFsync); ok {
 		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is this user's alone)", filepath.Dir(durable.Member.LocalSocket))
-		return etcds{durable, ephemeral}, stores, nil
+		return etcds{durable, noFsync}, stores, nil
 	}
-	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral, tls: s.storeTLS(c)}
+	stores := etcdStores{durable: s.cfg.ExternalDurable, noFsync: s.cfg.ExternalNoFsync, tls: s.storeTLS(c)}
 	if durable != nil {
 		stores.durable = []string{durable.Member.ClientURL()}
 	}
-	if ephemeral != nil {
-		stores.ephemeral = []string{ephemeral.Member.ClientURL()}
+	if noFsync != nil {
+		stores.noFsync = []string{noFsync.Member.ClientURL()}
 	}
 	if _, err := s.socketDir(); err != nil {
 		s.step("kube-apiserver reaches its etcds over TLS on loopback: %v", err)
 	}
-	return etcds{durable, ephemeral}, stores, nil
+	return etcds{durable, noFsync}, stores, nil
 }
 
 // socketStores are kube-apiserver's stores when every one is this
@@ -81,13 +81,13 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 // TLS, so that a write does not pay TLS at both ends of a loopback
 // connection (whoever can open the sockets could read the etcd client
 // key as well).
-func socketStores(durable, ephemeral *etcd.Running) (etcdStores, bool) {
-	if durable == nil || durable.Member.LocalSocket == "" || (ephemeral != nil && ephemeral.Member.LocalSocket == "") {
+func socketStores(durable, noFsync *etcd.Running) (etcdStores, bool) {
+	if durable == nil || durable.Member.LocalSocket == "" || (noFsync != nil && noFsync.Member.LocalSocket == "") {
 		return etcdStores{}, false
 	}
 	stores := etcdStores{durable: []string{durable.Member.LocalURL()}}
-	if ephemeral != nil {
-		stores.ephemeral = []string{ephemeral.Member.LocalURL()}
+	if noFsync != nil {
+		stores.noFsync = []string{noFsync.Member.LocalURL()}
 	}
 	return stores, true
 }
@@ -100,9 +100,9 @@ func remoteEtcdFile(dataDir string) string { return filepath.Join(dataDir, "etcd
 // the join named, or those it reached last time) and the no-fsync members
 // the durable etcd records; an external store is its endpoints.
 func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
-	stores := etcdStores{durable: s.cfg.ExternalDurable, ephemeral: s.cfg.ExternalEphemeral}
-	if len(stores.durable) > 0 && len(stores.ephemeral) > 0 {
-		s.step("no etcd here: kube-apiserver over the external etcds at %s and %s", strings.Join(stores.durable, ","), strings.Join(stores.ephemeral, ","))
+	stores := etcdStores{durable: s.cfg.ExternalDurable, noFsync: s.cfg.ExternalNoFsync}
+	if len(stores.durable) > 0 && len(stores.noFsync) > 0 {
+		s.step("no etcd here: kube-apiserver over the external etcds at %s and %s", strings.Join(stores.durable, ","), strings.Join(stores.noFsync, ","))
 		return stores, nil
 	}
 	endpoints, tls := stores.durable, s.datastoreTLS()
@@ -113,26 +113,26 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 		}
 		stores.durable, endpoints, tls = members, members, EtcdClientTLS(s.cfg.DataDir)
 	}
-	if len(stores.ephemeral) == 0 && separateNoFsyncStore {
+	if len(stores.noFsync) == 0 && separateNoFsyncStore {
 		cli, err := etcd.NewClient(endpoints, tls)
 		if err != nil {
 			return etcdStores{}, err
 		}
 		defer cli.Close()
-		if stores.ephemeral, err = etcd.RecordedEphemeral(ctx, cli); err != nil {
+		if stores.noFsync, err = etcd.RecordedNoFsync(ctx, cli); err != nil {
 			return etcdStores{}, err
 		}
-		if len(stores.ephemeral) == 0 {
+		if len(stores.noFsync) == 0 {
 			return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
 		}
 	}
-	if len(stores.ephemeral) == 0 {
+	if len(stores.noFsync) == 0 {
 		s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s, every resource in them (the stock build's one store)",
 			strings.Join(stores.durable, ", "))
 		return stores, nil
 	}
 	s.step("no etcd here (--disable-etcd): kube-apiserver over the cluster's etcd members %s and no-fsync members %s",
-		strings.Join(stores.durable, ", "), strings.Join(stores.ephemeral, ", "))
+		strings.Join(stores.durable, ", "), strings.Join(stores.noFsync, ", "))
 	return stores, nil
 }
 

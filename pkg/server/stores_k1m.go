@@ -3,7 +3,7 @@
 package server
 
 // separateNoFsyncStore: k1m keeps Events and Leases in a second etcd that
-// does not fsync (constants.EphemeralResources).
+// does not fsync (constants.NoFsyncResources).
 const separateNoFsyncStore = true
 
 // localEtcdSockets: k1m's kube-apiserver reaches the server's own etcd

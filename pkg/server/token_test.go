@@ -15,10 +15,10 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 func TestPhaseTokenCreatesOnlyWhatIsNew(t *testing.T) {
@@ -124,7 +124,7 @@ func TestFollowTokens(t *testing.T) {
 	was := serverToken{Token: pki.Token{CAHash: hash, Secret: "oldtkn.0123456789abcdef"}, seal: seal}
 	s.writeTokenFiles(was)
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
-		Data: map[string]string{"bundle." + bootstrap.SealID(seal): "sealed"}})
+		Data: map[string]string{"bundle." + serverbundle.SealID(seal): "sealed"}})
 	join.CreateToken(ctx, client, pki.Token{Secret: "newtkn.0123456789abcdef"}, 0, join.ServerTokenDescription)
 	got, err := s.followTokensOnce(ctx, client, was)
 	if err != nil || got.Secret != "newtkn.0123456789abcdef" || got.seal != seal {
@@ -133,7 +133,7 @@ func TestFollowTokens(t *testing.T) {
 	if data, _ := os.ReadFile(ServerTokenFile(dir)); !strings.Contains(string(data), "::newtkn.0123456789abcdef::"+seal) {
 		t.Errorf("server-token %q", data)
 	}
-	join.ReplaceBundle(ctx, client, bootstrap.SealID(other), []byte("sealed"))
+	join.ReplaceBundle(ctx, client, serverbundle.SealID(other), []byte("sealed"))
 	got, err = s.followTokensOnce(ctx, client, got)
 	if _, statErr := os.Stat(ServerTokenFile(dir)); err != nil || got.seal != "" || !os.IsNotExist(statErr) {
 		t.Errorf("a rotated seal: %+v, %v, server-token %v", got, err, statErr)

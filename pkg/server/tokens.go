@@ -7,9 +7,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // tokenFollowInterval is how often a server of several checks the tokens
@@ -47,7 +47,7 @@ func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interfa
 		next.Token = pki.Token{CAHash: token.CAHash, Secret: secret}
 	}
 	if next.seal != "" {
-		underID, any, err := join.BundlePublished(ctx, client, bootstrap.SealID(next.seal))
+		underID, any, err := join.BundlePublished(ctx, client, serverbundle.SealID(next.seal))
 		if err != nil {
 			return token, err
 		}

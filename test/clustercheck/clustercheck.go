@@ -27,7 +27,7 @@ type Store string
 // The two stores of every k1m cluster.
 const (
 	Durable Store = "durable"  // everything but Events and Leases, fsync on
-	NoFsync Store = "no-fsync" // Events and Leases (constants.EphemeralResources)
+	NoFsync Store = "no-fsync" // Events and Leases (constants.NoFsyncResources)
 )
 
 // Cluster is what the checks need from a cluster.

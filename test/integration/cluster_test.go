@@ -126,7 +126,7 @@ func TestCluster(t *testing.T) {
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
-	t.Run("EventsAndLeasesInEphemeralEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
+	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("ControlPlaneMemoryLimitAndReservation", func(t *testing.T) { testControlPlaneMemory(ctx, t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
@@ -139,7 +139,7 @@ func TestCluster(t *testing.T) {
 	// After the NotReady watch: the restart stops a node on purpose.
 	t.Run("AgentRestartsOnItsOwnCertificate", func(t *testing.T) { testAgentRestartWithoutToken(ctx, t, c) })
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
-	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testEphemeralStoreDisposable(ctx, t, c) })
+	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testNoFsyncStoreDisposable(ctx, t, c) })
 	t.Run("SnapshotAndRestore", func(t *testing.T) { testSnapshotRestore(ctx, t, c) })
 	// Last: it leaves the cluster on another lease profile.
 	t.Run("LeaseProfileChange", func(t *testing.T) { testLeaseProfileChange(ctx, t, c) })

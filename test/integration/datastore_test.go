@@ -22,8 +22,8 @@ import (
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
-	"k1m.dev/k1m/test/localcluster"
 	"k1m.dev/k1m/pkg/testutil"
+	"k1m.dev/k1m/test/localcluster"
 )
 
 // externalEtcd is an etcd the operator keeps (here: run by the test on

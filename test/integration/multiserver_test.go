@@ -22,14 +22,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/approver"
-	"k1m.dev/k1m/pkg/bootstrap"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
+	"k1m.dev/k1m/pkg/serverbundle"
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/localcluster"
-	"k1m.dev/k1m/pkg/testutil"
 )
 
 const (
@@ -584,7 +584,7 @@ func (m *multiCluster) testBundleSealed(ctx context.Context, t *testing.T) {
 		candidates = append(candidates, tok.Secret, tok.String())
 	}
 	for _, c := range candidates {
-		if _, err := bootstrap.Open([]byte(sealed[0]), c); err == nil {
+		if _, err := serverbundle.Open([]byte(sealed[0]), c); err == nil {
 			t.Fatalf("a value readable in kube-system (%d bytes) opens the bundle of CA keys", len(c))
 		}
 	}
@@ -593,7 +593,7 @@ func (m *multiCluster) testBundleSealed(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bootstrap.Open([]byte(sealed[0]), server.Seal); err != nil {
+	if _, err := serverbundle.Open([]byte(sealed[0]), server.Seal); err != nil {
 		t.Errorf("the server token does not open the bundle: %v", err)
 	}
 }

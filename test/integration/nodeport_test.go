@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/pkg/testutil"
+	"k1m.dev/k1m/test/clustercheck"
 )
 
 // testNodePortEveryNode reaches each agent's web pod through a NodePort

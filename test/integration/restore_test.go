@@ -119,12 +119,12 @@ func waitLeasesBack(ctx context.Context, t *testing.T, c *cluster, ready time.Ti
 	}
 }
 
-// testEphemeralStoreDisposable damages the no-fsync etcd's files while the
+// testNoFsyncStoreDisposable damages the no-fsync etcd's files while the
 // server is stopped, as a power loss may: the server must start anyway
 // (it discards them) and every node Lease must come back unaided.
-func testEphemeralStoreDisposable(ctx context.Context, t *testing.T, c *cluster) {
+func testNoFsyncStoreDisposable(ctx context.Context, t *testing.T, c *cluster) {
 	stopServerCleanly(t, c)
-	dir := filepath.Join(c.serverData(), "etcd-ephemeral", "member")
+	dir := filepath.Join(c.serverData(), "etcd-nofsync", "member")
 	damaged := 0
 	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 		if err == nil && info.Mode().IsRegular() {

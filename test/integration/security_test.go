@@ -343,7 +343,7 @@ func testEtcdSockets(t *testing.T, c *cluster) {
 		os.Chmod(d, 0o755)
 		defer os.Chmod(d, info.Mode().Perm())
 	}
-	for _, name := range []string{"durable.sock", "ephemeral.sock"} {
+	for _, name := range []string{"durable.sock", "no-fsync.sock"} {
 		path := filepath.Join(dir, name)
 		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

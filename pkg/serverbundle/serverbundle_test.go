@@ -1,4 +1,4 @@
-package bootstrap
+package serverbundle
 
 import (
 	"errors"
@@ -53,10 +53,10 @@ func TestOnlyTheSealOpens(t *testing.T) {
 			t.Errorf("Open with %s: %v, want ErrWrongToken", wrong, err)
 		}
 	}
-	if _, err := Open(data, ""); err == nil || err.Error() != "no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bootstrap data" {
+	if _, err := Open(data, ""); err == nil || err.Error() != "no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bundle" {
 		t.Errorf("Open without a seal: %v", err)
 	}
-	if _, err := Open([]byte(`{"version":1}`), testSeal); err == nil || err.Error() != "the cluster's server bootstrap data is not k1m's sealed form (version 2)" {
+	if _, err := Open([]byte(`{"version":1}`), testSeal); err == nil || err.Error() != "the cluster's server bundle is not k1m's sealed form (version 2)" {
 		t.Errorf("Open of the old version: %v", err)
 	}
 }
@@ -82,12 +82,12 @@ func TestReadWriteAndChecks(t *testing.T) {
 	missing := testBundle(false)
 	delete(missing.Files, "etcd-ca.key")
 	dst := t.TempDir()
-	if err := missing.Write(dst); err == nil || err.Error() != "the cluster's bootstrap data lacks etcd-ca.key" {
+	if err := missing.Write(dst); err == nil || err.Error() != "the cluster's server bundle lacks etcd-ca.key" {
 		t.Errorf("Write of a bundle without etcd-ca.key: %v", err)
 	}
 	extra := testBundle(false)
 	extra.Files["../escape"] = []byte("x")
-	if err := extra.Write(dst); err == nil || err.Error() != `the cluster's bootstrap data holds an unexpected file "../escape"` {
+	if err := extra.Write(dst); err == nil || err.Error() != `the cluster's server bundle holds an unexpected file "../escape"` {
 		t.Errorf("Write of a bundle with ../escape: %v", err)
 	}
 	if entries, _ := os.ReadDir(dst); len(entries) != 0 {

@@ -1,4 +1,4 @@
-// Package bootstrap carries what every server of a cluster must share (the
+// Package serverbundle carries what every server of a cluster must share (the
 // CAs with their keys, the service-account signing key, the
 // secrets-encryption key) from the servers of a cluster to a joining one,
 // as k3s does: sealed with the seal of the server token (never stored in
@@ -6,7 +6,7 @@
 // and writes it), so that no directory is copied by hand and the bundle is
 // worth nothing without the server token: not to a join token holder, not
 // to a reader of the cluster's Secrets, not to an etcd snapshot's holder.
-package bootstrap
+package serverbundle
 
 import (
 	"crypto/aes"
@@ -95,15 +95,15 @@ func (b Bundle) check() error {
 	for _, name := range SharedFiles {
 		allowed[name] = true
 		if len(b.Files[name]) == 0 {
-			return fmt.Errorf("the cluster's bootstrap data lacks %s", name)
+			return fmt.Errorf("the cluster's server bundle lacks %s", name)
 		}
 	}
 	if b.SecretsEncryption && len(b.Files[SecretsEncryptionKeyFile]) == 0 {
-		return fmt.Errorf("the cluster's bootstrap data lacks %s", SecretsEncryptionKeyFile)
+		return fmt.Errorf("the cluster's server bundle lacks %s", SecretsEncryptionKeyFile)
 	}
 	for name := range b.Files {
 		if !allowed[name] {
-			return fmt.Errorf("the cluster's bootstrap data holds an unexpected file %q", name)
+			return fmt.Errorf("the cluster's server bundle holds an unexpected file %q", name)
 		}
 	}
 	return nil
@@ -134,7 +134,7 @@ type sealed struct {
 const sealVersion = 2
 
 // ErrWrongToken says the token does not open the bundle.
-var ErrWrongToken = errors.New("the token does not decrypt the cluster's server bootstrap data")
+var ErrWrongToken = errors.New("the token does not decrypt the cluster's server bundle")
 
 // SealID names a seal without revealing it: the key the sealed bundle is
 // published under.
@@ -169,14 +169,14 @@ func Seal(b Bundle, seal string) ([]byte, error) {
 func Open(data []byte, seal string) (Bundle, error) {
 	var s sealed
 	if err := json.Unmarshal(data, &s); err != nil || s.Version != sealVersion {
-		return Bundle{}, fmt.Errorf("the cluster's server bootstrap data is not k1m's sealed form (version %d)", sealVersion)
+		return Bundle{}, fmt.Errorf("the cluster's server bundle is not k1m's sealed form (version %d)", sealVersion)
 	}
 	aead, err := newAEAD(seal)
 	if err != nil {
 		return Bundle{}, err
 	}
 	if len(s.Nonce) != aead.NonceSize() {
-		return Bundle{}, fmt.Errorf("the cluster's server bootstrap data has a %d-byte nonce, want %d", len(s.Nonce), aead.NonceSize())
+		return Bundle{}, fmt.Errorf("the cluster's server bundle has a %d-byte nonce, want %d", len(s.Nonce), aead.NonceSize())
 	}
 	plain, err := aead.Open(nil, s.Nonce, s.Data, additionalData(seal))
 	if err != nil {
@@ -184,7 +184,7 @@ func Open(data []byte, seal string) (Bundle, error) {
 	}
 	var b Bundle
 	if err := json.Unmarshal(plain, &b); err != nil {
-		return Bundle{}, fmt.Errorf("the cluster's server bootstrap data: %w", err)
+		return Bundle{}, fmt.Errorf("the cluster's server bundle: %w", err)
 	}
 	return b, b.check()
 }
@@ -193,7 +193,7 @@ func Open(data []byte, seal string) (Bundle, error) {
 // hash (not a slow key derivation) makes the key.
 func newAEAD(seal string) (cipher.AEAD, error) {
 	if seal == "" {
-		return nil, errors.New("no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bootstrap data")
+		return nil, errors.New("no seal: only a server token (DATA-DIR/server-token) opens the cluster's server bundle")
 	}
 	key := sha256.Sum256([]byte("k1m seal key v2\x00" + seal))
 	block, err := aes.NewCipher(key[:])
@@ -203,4 +203,7 @@ func newAEAD(seal string) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
+// additionalData binds a sealed bundle to its seal. The words are part of
+// the sealed form (bundles sealed by earlier releases carry them): never
+// change them.
 func additionalData(seal string) []byte { return []byte("k1m server bootstrap v2 " + SealID(seal)) }

@@ -17,39 +17,41 @@ import (
 // starting member always joins the others' cluster, or starts a new one
 // when none answers. The durable etcd, which has a quorum, decides: it
 // serialises servers starting at once and records where each no-fsync
-// member is, under EphemeralPrefix (outside kube-apiserver's /registry).
-const EphemeralPrefix = "/k1m/ephemeral-etcd/"
+// member is, under NoFsyncPrefix (outside kube-apiserver's /registry;
+// the key keeps the name earlier releases wrote it under, so that servers
+// of two releases find each other's records during a rolling upgrade).
+const NoFsyncPrefix = "/k1m/ephemeral-etcd/"
 
-func ephemeralMemberKey(name string) string { return EphemeralPrefix + "members/" + name }
+func noFsyncMemberKey(name string) string { return NoFsyncPrefix + "members/" + name }
 
-// ephemeralJoinTimeout bounds the attempt to join the other servers'
+// noFsyncJoinTimeout bounds the attempt to join the other servers'
 // no-fsync cluster before a new one is started.
-const ephemeralJoinTimeout = 30 * time.Second
+const noFsyncJoinTimeout = 30 * time.Second
 
-// StartEphemeral starts m, a server's no-fsync member, in the cluster of
+// StartNoFsync starts m, a server's no-fsync member, in the cluster of
 // the other servers' no-fsync members when one of them takes it, else as
 // a new cluster (every server stopped at once: Leases and Events start
 // over, as a lone server's do). durable is a client of the durable etcd;
 // clientTLS is the client certificate the no-fsync members accept.
-func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, clientTLS TLS, report func(string)) (*Running, error) {
+func StartNoFsync(ctx context.Context, durable *clientv3.Client, m Member, clientTLS TLS, report func(string)) (*Running, error) {
 	session, err := concurrency.NewSession(durable, concurrency.WithTTL(30), concurrency.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("%s: a session with the durable etcd: %w", m.label(), err)
 	}
 	defer session.Close()
-	lock := concurrency.NewMutex(session, EphemeralPrefix+"lock")
+	lock := concurrency.NewMutex(session, NoFsyncPrefix+"lock")
 	if err := lock.Lock(ctx); err != nil {
 		return nil, fmt.Errorf("%s: taking the start lock in the durable etcd: %w", m.label(), err)
 	}
 	defer lock.Unlock(context.Background())
-	others, err := ephemeralMembers(ctx, durable, m.Name)
+	others, err := noFsyncMembers(ctx, durable, m.Name)
 	if err != nil {
 		return nil, err
 	}
 	if len(others) > 0 {
-		r, err := joinEphemeral(ctx, others, m, clientTLS, report)
+		r, err := joinNoFsync(ctx, others, m, clientTLS, report)
 		if r != nil {
-			if err := recordEphemeral(ctx, durable, m, false); err != nil {
+			if err := recordNoFsync(ctx, durable, m, false); err != nil {
 				r.Stop()
 				return nil, err
 			}
@@ -64,17 +66,17 @@ func StartEphemeral(ctx context.Context, durable *clientv3.Client, m Member, cli
 	if err != nil {
 		return nil, err
 	}
-	if err := recordEphemeral(ctx, durable, m, true); err != nil {
+	if err := recordNoFsync(ctx, durable, m, true); err != nil {
 		r.Stop()
 		return nil, err
 	}
 	return r, nil
 }
 
-// joinEphemeral joins the members at seeds; a nil Running with an error
+// joinNoFsync joins the members at seeds; a nil Running with an error
 // means they did not take m and nothing was started.
-func joinEphemeral(ctx context.Context, seeds []string, m Member, clientTLS TLS, report func(string)) (*Running, error) {
-	jctx, cancel := context.WithTimeout(ctx, ephemeralJoinTimeout)
+func joinNoFsync(ctx context.Context, seeds []string, m Member, clientTLS TLS, report func(string)) (*Running, error) {
+	jctx, cancel := context.WithTimeout(ctx, noFsyncJoinTimeout)
 	defer cancel()
 	joined, err := Join(jctx, seeds, clientTLS, m, report)
 	if err != nil {
@@ -91,18 +93,18 @@ func joinEphemeral(ctx context.Context, seeds []string, m Member, clientTLS TLS,
 	return r, nil
 }
 
-// ephemeralMembers are the recorded client URLs of the other servers'
+// noFsyncMembers are the recorded client URLs of the other servers'
 // no-fsync members.
-func ephemeralMembers(ctx context.Context, durable *clientv3.Client, self string) ([]string, error) {
+func noFsyncMembers(ctx context.Context, durable *clientv3.Client, self string) ([]string, error) {
 	gctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	resp, err := durable.Get(gctx, EphemeralPrefix+"members/", clientv3.WithPrefix())
+	resp, err := durable.Get(gctx, NoFsyncPrefix+"members/", clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("reading where the no-fsync members are (durable etcd %s): %w", EphemeralPrefix, err)
+		return nil, fmt.Errorf("reading where the no-fsync members are (durable etcd %s): %w", NoFsyncPrefix, err)
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
-		if string(kv.Key) != ephemeralMemberKey(self) {
+		if string(kv.Key) != noFsyncMemberKey(self) {
 			out = append(out, string(kv.Value))
 		}
 	}
@@ -110,32 +112,32 @@ func ephemeralMembers(ctx context.Context, durable *clientv3.Client, self string
 	return out, nil
 }
 
-// RecordedEphemeral are the client URLs of every server's no-fsync
+// RecordedNoFsync are the client URLs of every server's no-fsync
 // member, as the durable etcd records them.
-func RecordedEphemeral(ctx context.Context, durable *clientv3.Client) ([]string, error) {
-	return ephemeralMembers(ctx, durable, "")
+func RecordedNoFsync(ctx context.Context, durable *clientv3.Client) ([]string, error) {
+	return noFsyncMembers(ctx, durable, "")
 }
 
-// recordEphemeral records where m serves; a new cluster forgets every
+// recordNoFsync records where m serves; a new cluster forgets every
 // other member first.
-func recordEphemeral(ctx context.Context, durable *clientv3.Client, m Member, newCluster bool) error {
+func recordNoFsync(ctx context.Context, durable *clientv3.Client, m Member, newCluster bool) error {
 	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if newCluster {
-		if _, err := durable.Delete(pctx, EphemeralPrefix+"members/", clientv3.WithPrefix()); err != nil {
+		if _, err := durable.Delete(pctx, NoFsyncPrefix+"members/", clientv3.WithPrefix()); err != nil {
 			return fmt.Errorf("forgetting the old no-fsync members in the durable etcd: %w", err)
 		}
 	}
-	if _, err := durable.Put(pctx, ephemeralMemberKey(m.Name), m.AdvertisedClientURL()); err != nil {
+	if _, err := durable.Put(pctx, noFsyncMemberKey(m.Name), m.AdvertisedClientURL()); err != nil {
 		return fmt.Errorf("recording %s in the durable etcd: %w", m.label(), err)
 	}
 	return nil
 }
 
-// ForgetEphemeral deletes the record of a removed server's no-fsync member.
-func ForgetEphemeral(ctx context.Context, durable *clientv3.Client, name string) error {
+// ForgetNoFsync deletes the record of a removed server's no-fsync member.
+func ForgetNoFsync(ctx context.Context, durable *clientv3.Client, name string) error {
 	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	_, err := durable.Delete(pctx, ephemeralMemberKey(name))
+	_, err := durable.Delete(pctx, noFsyncMemberKey(name))
 	return err
 }

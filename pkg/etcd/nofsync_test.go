@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TestEphemeralClusterRejoinsEmptyAndRestartsWhenAllStop: no-fsync members
+// TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop: no-fsync members
 // start empty every time; one that stops joins the others again and gets
 // what they hold; when all stopped, the first to start makes a new cluster
 // and the next ones join it.
-func TestEphemeralClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
+func TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 	dir := t.TempDir()
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -41,9 +41,9 @@ func TestEphemeralClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 		if err := DiscardData(m.DataDir); err != nil {
 			t.Fatal(err)
 		}
-		r, err := StartEphemeral(ctx, dcli, m, clientTLS, logf(t))
+		r, err := StartNoFsync(ctx, dcli, m, clientTLS, logf(t))
 		if err != nil {
-			t.Fatalf("StartEphemeral %s: %v", m.Name, err)
+			t.Fatalf("StartNoFsync %s: %v", m.Name, err)
 		}
 		return r
 	}
@@ -80,7 +80,7 @@ func TestEphemeralClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 	requireMembers(ctx, t, ms[2], clientTLS, []string{"server-c"})
 	running = append(running, start(ms[0]))
 	requireMembers(ctx, t, ms[2], clientTLS, []string{"server-a", "server-c"})
-	recorded, err := ephemeralMembers(ctx, dcli, "")
+	recorded, err := noFsyncMembers(ctx, dcli, "")
 	if err != nil {
 		t.Fatal(err)
 	}
