@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +27,7 @@ import (
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/poll"
 )
 
 // Ports used by a benchmark control plane: away from a running k1m
@@ -318,23 +318,14 @@ func waitReady(ctx context.Context, cfg *rest.Config, p *proc.Process) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err == nil && strings.TrimSpace(string(body)) == "ok" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver not ready after 2m: %v", err)
-		}
+	return poll.Until(ctx, 250*time.Millisecond, 2*time.Minute, "kube-apiserver ready", func(ctx context.Context) error {
 		select {
 		case <-p.Done():
-			return fmt.Errorf("kube-apiserver exited: %v", p.Err())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+			return poll.Stop(fmt.Errorf("kube-apiserver exited: %v", p.Err()))
+		default:
 		}
-	}
+		return poll.APIServerReady(ctx, client.Discovery().RESTClient())
+	})
 }
 
 func waitPort(ctx context.Context, port int, p *proc.Process) error {

@@ -14,6 +14,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
+
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // smallFS mounts a tmpfs of the given size: a file system that fills up.
@@ -79,11 +81,12 @@ func (w *writer) counts() (int, int) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	testutil.Eventually(t, 30*time.Second, what, func() error {
+		if cond() {
+			return nil
 		}
-	}
+		return errors.New("not yet")
+	})
 }
 
 // TestDiskFullRefusesWritesAndRecovers runs a member on a 256 MiB file

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -36,6 +35,7 @@ import (
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/podnet"
+	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/preflight"
 )
 
@@ -401,24 +401,19 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 		return nil, err
 	}
 	start := time.Now()
-	for {
-		status := 0
-		client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status == http.StatusOK {
-			s.step("kube-apiserver ready after %s", time.Since(start).Round(time.Second))
-			return client, nil
-		}
+	err = poll.Until(ctx, time.Second, 5*time.Minute, "kube-apiserver ready", func(ctx context.Context) error {
 		select {
 		case err := <-apiserver:
-			return nil, err
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
+			return poll.Stop(err)
+		default:
 		}
-		if time.Since(start) > 5*time.Minute {
-			return nil, fmt.Errorf("kube-apiserver not ready after 5 minutes (last /readyz status %d)", status)
-		}
+		return poll.APIServerReady(ctx, client.Discovery().RESTClient())
+	})
+	if err != nil {
+		return nil, err
 	}
+	s.step("kube-apiserver ready after %s", time.Since(start).Round(time.Second))
+	return client, nil
 }
 
 // phasePublish writes what agents need to join, then the manifests.

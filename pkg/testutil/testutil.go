@@ -3,28 +3,25 @@
 package testutil
 
 import (
+	"context"
 	"net"
 	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"k1m.dev/k1m/pkg/poll"
 )
 
-// Eventually polls f every 2 s until it returns nil, and fails the test
-// with f's last error once timeout has passed.
+// Eventually polls f until it returns nil, and fails the test with f's
+// last error once timeout has passed. It polls 50 times over timeout,
+// every 10 ms to 2 s.
 func Eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
-		}
-		time.Sleep(2 * time.Second)
+	interval := min(max(timeout/50, 10*time.Millisecond), 2*time.Second)
+	if err := poll.Until(context.Background(), interval, timeout, what, func(context.Context) error { return f() }); err != nil {
+		t.Fatal(err)
 	}
 }
 

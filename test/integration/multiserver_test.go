@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/serverbundle"
 	"k1m.dev/k1m/pkg/testutil"
@@ -466,27 +466,32 @@ func startHostServer(ctx context.Context, t *testing.T, k1m, dir, logDir, name, 
 // token file (written last, once the server has published everything).
 func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exited <-chan error) kubernetes.Interface {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	var client kubernetes.Interface
+	err := poll.Until(ctx, 2*time.Second, 3*time.Minute, "a server ready at "+kubeconfig, func(ctx context.Context) error {
 		select {
 		case err := <-exited:
-			t.Fatalf("the server exited: %v", err)
-		case <-time.After(2 * time.Second):
+			return poll.Stop(fmt.Errorf("the server exited: %w", err))
+		default:
 		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
-			continue
+			return err
 		}
 		cfg.Timeout = 5 * time.Second
-		client := kubernetes.NewForConfigOrDie(cfg)
-		status := 0
-		client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if _, err := os.Stat(filepath.Join(filepath.Dir(kubeconfig), "token")); status == 200 && err == nil {
-			return client
+		c := kubernetes.NewForConfigOrDie(cfg)
+		if err := poll.APIServerReady(ctx, c.Discovery().RESTClient()); err != nil {
+			return err
 		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(kubeconfig), "token")); err != nil {
+			return err
+		}
+		client = c
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no server ready at %s within 3 minutes", kubeconfig)
-	return nil
+	return client
 }
 
 // testReplaceDeadServer replaces server 3 as an operator replaces a dead
@@ -499,12 +504,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	// Server 2 restarted in the test before: the removal's quorum check
 	// needs it serving again.
 	testutil.Eventually(t, 3*time.Minute, "server 2 ready", func() error {
-		status := 0
-		m.client(2).CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status != http.StatusOK {
-			return fmt.Errorf("/readyz status %d", status)
-		}
-		return nil
+		return poll.APIServerReady(ctx, m.client(2).CoreV1().RESTClient())
 	})
 	must(t, "stop-server 3", m.h.StopServer(ctx, 3))
 	out, err := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, m.k1m, "server", "remove", dead.Name, "--data-dir", s1.DataDir).CombinedOutput()

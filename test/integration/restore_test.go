@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/testutil"
 )
 
@@ -84,10 +84,8 @@ func waitAPIServerReady(ctx context.Context, t *testing.T, c *cluster) time.Time
 	t.Helper()
 	var ready time.Time
 	testutil.Eventually(t, 3*time.Minute, "kube-apiserver ready after the start", func() error {
-		status := 0
-		c.client.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if status != http.StatusOK {
-			return fmt.Errorf("/readyz status %d", status)
+		if err := poll.APIServerReady(ctx, c.client.CoreV1().RESTClient()); err != nil {
+			return err
 		}
 		ready = time.Now()
 		return nil

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 func testNode(t *testing.T) Node {
@@ -74,11 +76,12 @@ func TestRunForeground(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+	testutil.Eventually(t, 5*time.Second, "the condition", func() error {
+		if cond() {
+			return nil
 		}
-	}
+		return errors.New("not met")
+	})
 }
 
 func TestExited(t *testing.T) {

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/pkg/poll"
 )
 
 // kubectlTimeout bounds one kubectl call of a wait, so that a hung
@@ -56,19 +58,19 @@ func exited(n Node) error {
 // waitServer returns once server n is up (serverUp), and fails when its
 // process exits or Timeout passes first.
 func (c *Cluster) waitServer(ctx context.Context, n Node) error {
-	deadline := time.Now().Add(c.opts.Timeout)
-	for !c.serverUp(ctx, n) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not up after %s; see %s", n.Label(), c.opts.Timeout, n.LogFile)
+	err := poll.Until(ctx, 2*time.Second, c.opts.Timeout, n.Label()+" up", func(ctx context.Context) error {
+		if c.serverUp(ctx, n) {
+			return nil
 		}
 		if err := exited(n); err != nil {
-			return err
+			return poll.Stop(err)
 		}
-		if err := clock.Sleep(ctx, 2*time.Second); err != nil {
-			return err
-		}
+		return errors.New("not up yet")
+	})
+	if errors.Is(err, poll.ErrTimeout) {
+		return fmt.Errorf("%s not up after %s; see %s", n.Label(), c.opts.Timeout, n.LogFile)
 	}
-	return nil
+	return err
 }
 
 // readyJSONPath prints each node's name and Ready condition status, one
