@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gofmt and go vet on k1m's own code, built against the patched tree (the
-# flavour k1m ships). vet runs with the build's flags, so it shares the build
-# cache with make build and make test.
+# flavour k1m ships), then the product built and vetted in the stock
+# flavour. vet runs with the build's flags, so it shares the build cache
+# with make build and make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unformatted=$(gofmt -l cmd pkg test manifests conformance bench build)
@@ -11,4 +12,8 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 go run ./build/cmd/k1m-build go --flavor k1m vet ./...
-echo "verify-go: gofmt and go vet clean"
+# The stock flavour (pkg/flavor's other file) compiles and vets too: the
+# product only, as make build-stock builds it.
+go run ./build/cmd/k1m-build go --flavor stock build ./cmd/... ./pkg/...
+go run ./build/cmd/k1m-build go --flavor stock vet ./cmd/... ./pkg/...
+echo "verify-go: gofmt and go vet clean, both flavours"

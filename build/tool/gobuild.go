@@ -68,7 +68,7 @@ func (p project) flavorEnv(flavor stamp.Flavor) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("--flavor %q: want k1m or stock", flavor)
 	}
-	goflags := strings.TrimSpace(os.Getenv("GOFLAGS") + " -trimpath -tags=" + buildTags(flavor))
+	goflags := strings.TrimSpace(os.Getenv("GOFLAGS") + " -trimpath " + buildTags(flavor))
 	return append(os.Environ(), "GOWORK="+gowork, "CGO_ENABLED=0", "GOFLAGS="+goflags), nil
 }
 
@@ -85,13 +85,19 @@ func (p project) goCommand(flavor stamp.Flavor, args []string, stdout io.Writer)
 	return cmd.Run()
 }
 
-// buildTags tells k1m's own code which flavour it is compiled into, so the
-// stock k1m binary never passes a flag only the patched components know.
+// stockTag is pkg/flavor's Tag (a test holds them equal): k1m-build is
+// compiled against the unpatched modules, where pkg/flavor's k1m file
+// does not compile, so it cannot import it.
+const stockTag = "k1m_stock"
+
+// buildTags tells k1m's own code (pkg/flavor) which flavour it is compiled
+// into, so the stock k1m binary never passes a flag only the patched
+// components know: the stock flavour's tag, none for k1m.
 func buildTags(flavor stamp.Flavor) string {
 	if flavor == stamp.Stock {
-		return "k1m_stock"
+		return "-tags=" + stockTag
 	}
-	return "k1m_patched"
+	return ""
 }
 
 // runWithProgress runs cmd, whose stderr lists each package as `go build -v`

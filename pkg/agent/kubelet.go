@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 )
@@ -54,7 +55,7 @@ func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir st
 	if kubeReservedMemory > 0 {
 		c.KubeReserved = map[string]string{"memory": strconv.FormatInt(kubeReservedMemory, 10)}
 	}
-	setRenewInterval(c, s.RenewInterval)
+	flavor.SetKubeletRenewInterval(c, s.RenewInterval)
 	return c
 }
 

@@ -1,5 +1,3 @@
-//go:build !k1m_stock
-
 package agent
 
 import (
@@ -16,9 +14,11 @@ import (
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
+	"sigs.k8s.io/yaml"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/join"
 )
 
@@ -48,6 +48,16 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 	if !ok {
 		t.Fatalf("decoded a %T", obj)
 	}
+	// The renew interval is a field of the patched kubelet's type only
+	// (patch 0003): read from the file as written, in both flavours.
+	var fields map[string]any
+	if err := yaml.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	wantRenew := map[string]any{"k1m": "30s", "stock": nil}[flavor.Name]
+	if fields["nodeLeaseRenewInterval"] != wantRenew {
+		t.Errorf("nodeLeaseRenewInterval %#v in the %s flavour, want %#v", fields["nodeLeaseRenewInterval"], flavor.Name, wantRenew)
+	}
 	if err := validation.ValidateKubeletConfiguration(got, utilfeature.DefaultFeatureGate.(featuregate.FeatureGate)); err != nil {
 		t.Errorf("the kubelet's validation refuses the file: %v", err)
 	}
@@ -55,7 +65,6 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 		field     string
 		got, want any
 	}{
-		{"nodeLeaseRenewInterval", got.NodeLeaseRenewInterval.Duration, 30 * time.Second},
 		{"nodeLeaseDurationSeconds", got.NodeLeaseDurationSeconds, int32(120)},
 		{"clusterDNS", got.ClusterDNS, []string{"fddf:4035:b510::a"}},
 		{"clusterDomain", got.ClusterDomain, "cluster.local"},

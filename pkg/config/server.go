@@ -13,16 +13,18 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/pki"
 )
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
 // clear of the fd00::/64 hosts commonly use (docs/patches.md).
-// DefaultClusterCIDR and MaxNodeMaskBits depend on the build
-// (cidr_patched.go, cidr_stock.go).
+// The cluster CIDR and node IPAM's limit depend on the build (pkg/flavor).
 const (
 	DefaultServiceCIDR = constants.DefaultServiceCIDR
 	DefaultNodeMask    = constants.DefaultNodeMask
+	DefaultClusterCIDR = flavor.DefaultClusterCIDR
+	MaxNodeMaskBits    = flavor.MaxNodeMaskBits
 )
 
 // Server holds the settings of `k1m server`.

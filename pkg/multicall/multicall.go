@@ -31,6 +31,7 @@ import (
 	_ "time/tzdata"                             // CronJob time zones, as upstream mains do
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/flavor"
 )
 
 // Component builds the cobra command of one upstream component.
@@ -99,7 +100,10 @@ func Start(ctx context.Context, name string, args []string) <-chan error {
 		done <- fmt.Errorf("unknown component %q", name)
 		return done
 	}
-	return start(ctx, name, args, done)
+	if flavor.ComponentsInOneProcess {
+		return inProcess(ctx, name, args, done)
+	}
+	return childProcess(ctx, name, args, done)
 }
 
 // inProcess runs the component in a goroutine of this process.

@@ -10,6 +10,7 @@ import (
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 )
 
 // etcdStores are the client URLs kube-apiserver reaches both stores at:
@@ -134,4 +135,15 @@ func schedulerArgs(kubeconfig string, leaderElect bool) []string {
 // apiURL is the https URL of kube-apiserver at host.
 func apiURL(host string, port int) string {
 	return fmt.Sprintf("https://%s", net.JoinHostPort(host, strconv.Itoa(port)))
+}
+
+// leaseDurationArgs tell the controller-manager the nodes' lease duration,
+// which patch 0003 checks its grace period against (none in the stock
+// flavour, whose controller-manager has no such flag: its grace period
+// still follows the lease profile).
+func leaseDurationArgs(lease config.LeaseProfile) []string {
+	if !flavor.LeaseDurationFlag {
+		return nil
+	}
+	return []string{"--node-lease-duration=" + lease.LeaseDuration.String()}
 }

@@ -10,6 +10,7 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -116,7 +117,7 @@ func TestAPIServerArgs(t *testing.T) {
 	equalArgs(t, "encryption, audit, pass-through", apiserverArgs(cfg, "fddf:4035:b520::1", testCerts(), tlsStores(durable, noFsync), opts), want)
 }
 
-// The stock build has one store (separateNoFsyncStore): no overrides, as
+// The stock build has one store (flavor.SeparateNoFsyncStore): no overrides, as
 // kubeadm deploys kube-apiserver.
 func TestAPIServerArgsOfOneStore(t *testing.T) {
 	stores := tlsStores(etcd.Member{Host: "::1", Port: 2379}, etcd.Member{})
@@ -167,7 +168,7 @@ func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 	s := &Server{cfg: &config.CompletedServer{Server: config.DefaultServer()}}
 	dataDir := t.TempDir()
 	s.cfg.DataDir = dataDir
-	if !localEtcdSockets { // the stock build: kube-apiserver over TLS, as kubeadm's
+	if !flavor.LocalEtcdSockets { // the stock build: kube-apiserver over TLS, as kubeadm's
 		if got := s.localSocket("durable"); got != "" {
 			t.Errorf("stock build: localSocket = %q, want none", got)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/version"
 )
@@ -66,7 +67,7 @@ func (s *Server) localSocket(store string) string {
 // (kube-apiserver's etcd TLS flags are one setting for every store), and
 // none, with the reason, when the data directory cannot hold them.
 func (s *Server) socketDir() (string, error) {
-	if !localEtcdSockets || s.cfg.Datastore.External() {
+	if !flavor.LocalEtcdSockets || s.cfg.Datastore.External() {
 		return "", nil
 	}
 	dir, err := filepath.Abs(EtcdSocketDir(s.cfg.DataDir))
@@ -113,8 +114,8 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 // durable one gets its start housekeeping (alarms, defragmentation).
 func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
 	durableMember, noFsyncMember := s.durableMember(c), s.noFsyncMember(c)
-	embedDurable, embedNoFsync := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalNoFsync) == 0 && separateNoFsyncStore
-	oneStore := !separateNoFsyncStore && len(s.cfg.ExternalNoFsync) == 0
+	embedDurable, embedNoFsync := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalNoFsync) == 0 && flavor.SeparateNoFsyncStore
+	oneStore := !flavor.SeparateNoFsyncStore && len(s.cfg.ExternalNoFsync) == 0
 	switch {
 	case oneStore && embedDurable:
 		s.step("starting etcd (%s): every resource in it, Events and Leases too (the stock build's one store)", durableMember.DataDir)

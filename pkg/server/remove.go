@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 )
@@ -50,7 +51,7 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	switch {
 	case len(external.NoFsync) > 0:
 		fmt.Fprintf(out, "Events and Leases are in the external etcd at %s: no member of it to remove\n", strings.Join(external.NoFsync, ","))
-	case !separateNoFsyncStore:
+	case !flavor.SeparateNoFsyncStore:
 		// The stock build keeps Events and Leases in the durable etcd.
 	default:
 		removeNoFsyncMember(ctx, o, tls, out)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
 )
 
@@ -113,7 +114,7 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 		}
 		stores.durable, endpoints, tls = members, members, EtcdClientTLS(s.cfg.DataDir)
 	}
-	if len(stores.noFsync) == 0 && separateNoFsyncStore {
+	if len(stores.noFsync) == 0 && flavor.SeparateNoFsyncStore {
 		cli, err := etcd.NewClient(endpoints, tls)
 		if err != nil {
 			return etcdStores{}, err

@@ -1,5 +1,3 @@
-//go:build k1m_stock
-
 package multicall
 
 import (
@@ -11,11 +9,12 @@ import (
 	"time"
 )
 
-// start runs the component as `<this binary> <name> args` in a child
-// process: unpatched components panic when a second one in the process sets
-// up the signal context. The child gets SIGTERM when ctx ends or when this
+// childProcess runs the component as `<this binary> <name> args` in a
+// child process, as the stock flavour does (flavor.ComponentsInOneProcess):
+// unpatched components panic when a second one in the process sets up the
+// signal context. The child gets SIGTERM when ctx ends or when this
 // process dies, and inherits its output and network namespace.
-func start(ctx context.Context, name string, args []string, done chan error) <-chan error {
+func childProcess(ctx context.Context, name string, args []string, done chan error) <-chan error {
 	self, err := os.Executable()
 	if err != nil {
 		done <- fmt.Errorf("%s: locating this binary: %w", name, err)

@@ -1,0 +1,44 @@
+//go:build !k1m_stock
+
+package flavor
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// Name is the flavour's name, as `k1m-build --flavor` spells it.
+const Name = "k1m"
+
+// ComponentsInOneProcess: kube-apiserver, the controller-manager, the
+// scheduler and the kubelet run as goroutines of the k1m process (patch
+// 0005 shares one signal context among them).
+const ComponentsInOneProcess = true
+
+// SeparateNoFsyncStore: Events and Leases live in a second etcd that does
+// not fsync (constants.NoFsyncResources).
+const SeparateNoFsyncStore = true
+
+// LocalEtcdSockets: kube-apiserver reaches the server's own etcd members
+// over unix sockets without TLS (etcd.Member.LocalSocket).
+const LocalEtcdSockets = true
+
+// LeaseDurationFlag: the controller-manager takes --node-lease-duration
+// and checks its grace period against it (patch 0003).
+const LeaseDurationFlag = true
+
+// DefaultClusterCIDR holds 2^20 node /64s (patch 0008 lets node IPAM cut
+// that many).
+const DefaultClusterCIDR = "fddf:4035:b500::/44"
+
+// MaxNodeMaskBits is node IPAM's limit between cluster CIDR and node mask
+// (patch 0008 raised it from 16).
+const MaxNodeMaskBits = 20
+
+// SetKubeletRenewInterval sets the kubelet's node Lease renew interval, a
+// field patch 0003 adds to the KubeletConfiguration.
+func SetKubeletRenewInterval(c *kubeletv1beta1.KubeletConfiguration, d time.Duration) {
+	c.NodeLeaseRenewInterval = metav1.Duration{Duration: d}
+}
