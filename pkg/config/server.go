@@ -17,7 +17,7 @@ import (
 )
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
-// clear of the fd00::/64 hosts commonly use (docs/patches.md).
+// clear of the fd00::/64 hosts commonly use (docs/server.md).
 // DefaultClusterCIDR and MaxNodeMaskBits depend on the build
 // (cidr_patched.go, cidr_stock.go).
 const (
