@@ -18,7 +18,7 @@ import (
 )
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
-// clear of the fd00::/64 hosts commonly use (docs/patches.md).
+// clear of the fd00::/64 hosts commonly use (docs/server.md).
 // The cluster CIDR and node IPAM's limit depend on the build (pkg/flavor).
 const (
 	DefaultServiceCIDR = constants.DefaultServiceCIDR
