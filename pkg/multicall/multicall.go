@@ -92,7 +92,7 @@ func Run(name string, args []string) int {
 // returned channel. The k1m build runs it in this process, in a goroutine
 // (patch 0005 lets components share the signal context); the stock build,
 // whose components each set up their own, runs it as a child process of
-// this binary (start_stock.go), so that `make cluster FLAVOR=stock` starts
+// this binary (child.go; pkg/flavor says which), so that `make cluster FLAVOR=stock` starts
 // the unpatched components the same way.
 func Start(ctx context.Context, name string, args []string) <-chan error {
 	done := make(chan error, 1)
