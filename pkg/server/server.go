@@ -1,9 +1,37 @@
 // Package server runs `k1m server`: two embedded etcds (durable, and
 // no-fsync for Events and Leases), kube-apiserver, kube-controller-manager
 // and kube-scheduler in this process, the join and cluster manifests, and
-// (unless disabled) the node agent. Setup is split into named phases, as
-// kubeadm does: resolve, preflight, token, pki, etcd, apiserver, publish,
-// controllers, agent.
+// (unless disabled) the node agent. Run validates nothing itself: it gets
+// a completed config (pkg/config) and runs named phases, as kubeadm does,
+// in this order:
+//
+//	phase            file              what it does
+//	Resolve          server.go         the node's name and addresses
+//	Preflight        server.go         ports free, directories writable, the
+//	                                   data made for this node name
+//	Memory           memory.go         the control plane's memory limit, GOMEMLIMIT
+//	Cluster          cluster.go        alone, first of several, or joining: the
+//	                                   server bundle fetched with the server token
+//	Token            server.go         the join token and the server token
+//	PKI              pki.go            the CAs and every certificate
+//	ClusterReset     etcd.go           --cluster-reset (and restore), then stop
+//	Stores           stores.go         where each store is:
+//	  RemoteEtcd     stores.go           an API-server-only server's etcds
+//	  Etcd           etcd.go             the embedded etcds (no-fsync one empty)
+//	  Housekeeping   etcd.go             alarms, defragmentation, snapshots
+//	APIServerFiles   apiserverfiles.go  audit policy, encryption config, authn
+//	Admin            server.go         kube-apiserver started; kubeconfigs; ready
+//	Publish          server.go         what agents and servers need to join, the
+//	                                   manifests
+//	  LeaseChange    leasechange.go      a lease profile change rolled out
+//	Controllers      server.go         controller-manager and scheduler
+//	                                   (leader-elected on several servers)
+//
+// Then, beside them: the approver and the pod route publisher, each
+// leader-elected (startApprover in server.go; tokens.go follows token
+// rotation), the
+// token files written last (their presence says agents can join), and the
+// node agent (pkg/agent) unless --disable-agent.
 package server
 
 import (
