@@ -29,9 +29,8 @@
 //
 // Then, beside them: the approver and the pod route publisher, each
 // leader-elected (startApprover in server.go; tokens.go follows token
-// rotation), the
-// token files written last (their presence says agents can join), and the
-// node agent (pkg/agent) unless --disable-agent.
+// rotation), the token files written last (their presence says agents
+// can join), and the node agent (pkg/agent) unless --disable-agent.
 package server
 
 import (
