@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a k1m target needs, only those missing.
 # usage: hack/install-deps.sh build|cluster|...
-# Thin glue: the package lists are here so a fresh machine needs nothing else.
+# Thin glue: the package lists are here, or (what k1m's nodes run with) in
+# build/debian/packages.env, so a fresh machine needs nothing else.
 set -euo pipefail
+# shellcheck source=build/debian/packages.env
+source "$(dirname "$0")/../build/debian/packages.env"
 
 declare -A PACKAGES=(
   # Building: GNU patch applies the series; git stamps the version.
   [build]="patch git ca-certificates"
-  # Running a cluster: the container runtime the agent starts and configures,
-  # CNI plugins (bridge, host-local, loopback, portmap), the packet filters
-  # kube-proxy programs, busybox for the test image, procps (sysctl, pgrep).
-  [cluster]="containerd runc containernetworking-plugins iptables nftables conntrack iproute2 ipset socat busybox-static procps"
+  # Running a cluster: what k1m runs with (the container runtime the agent
+  # starts and configures, CNI plugins, the packet filters kube-proxy
+  # programs) and what the local clusters and tests use.
+  [cluster]=$CLUSTER_PACKAGES
   # Conformance: debootstrap makes the Debian root of the e2e test images
   # (apache2, nginx, dnsutils, ... come from the Debian mirror through it);
   # bash-static is the busybox test image's sh (docs/conformance.md).

@@ -16,11 +16,15 @@
 #        k1m-uninstall.sh   (written by this script: removes everything again)
 set -euo pipefail
 
-# The Debian bookworm packages k1m runs with: containerd (and its ctr),
-# runc, the CNI plugins (bridge, host-local, loopback, portmap), the packet
-# filters kube-proxy programs (iptables or nftables mode), conntrack, and
-# ipset (k1m cleanup runs kube-proxy --cleanup, which fails without it).
-RUNTIME_PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack ipset)
+# >>> RUNTIME_PACKAGES, the Debian packages k1m runs with: a checkout reads
+# them from build/debian/packages.env; a release has no checkout, and
+# hack/release.sh writes them, with what each is for, in place of these lines.
+packages_env=$(dirname "${BASH_SOURCE[0]}")/../build/debian/packages.env
+[[ -f $packages_env ]] || { echo "install: no $packages_env: run install.sh from a release (make release), or as hack/install.sh in a checkout" >&2; exit 1; }
+# shellcheck source=build/debian/packages.env
+source "$packages_env"
+read -ra RUNTIME_PACKAGES <<<"$RUNTIME_PACKAGES"
+# <<< RUNTIME_PACKAGES
 UNINSTALL=/usr/local/bin/k1m-uninstall.sh
 
 die() { echo "install: $*" >&2; exit 1; }

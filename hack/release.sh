@@ -4,7 +4,7 @@
 #
 #   $OUT/release/k1m             the binary (make build)
 #   $OUT/release/images/*.tar    the image archives nodes import (make images)
-#   $OUT/release/install.sh      hack/install.sh: installs the service, writes k1m-uninstall.sh
+#   $OUT/release/install.sh      hack/install.sh (the runtime packages written in): installs the service, writes k1m-uninstall.sh
 #   $OUT/release/sha256sum.txt   sha256sum of every other file (install.sh checks it first)
 #
 # and the same directory as $OUT/k1m-release-<version>-linux-<arch>.tar.gz
@@ -13,6 +13,7 @@
 # usage: hack/release.sh build   (make release)
 #        hack/release.sh test    (make release-test: test/release, then the
 #                                 dockerd hack/docker.sh started is stopped)
+#        hack/release.sh install-sh   (prints the release's install.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,33 @@ OUT=${OUT:-_output}
 [[ $OUT == /* ]] || OUT=$PWD/$OUT # the Go test runs in its own directory
 DIR=$OUT/release
 log() { echo "release: $*"; }
+
+# install-sh prints hack/install.sh as a release ships it. A release has no
+# checkout: in place of the lines that read RUNTIME_PACKAGES from
+# build/debian/packages.env (from "# >>> RUNTIME_PACKAGES" to
+# "# <<< RUNTIME_PACKAGES") go the packages, as an array, under the comment
+# that says there what they are for.
+install-sh() {
+  local env=build/debian/packages.env line about="" packages in=false
+  while IFS= read -r line; do
+    case $line in
+      RUNTIME_PACKAGES=*) break ;;
+      '#'*) about+=$line$'\n' ;;
+      *) about="" ;;
+    esac
+  done <"$env"
+  # shellcheck source=build/debian/packages.env
+  packages=$(source "$env" && echo "$RUNTIME_PACKAGES")
+  [[ -n $about && -n $packages ]] || { echo "release: no commented RUNTIME_PACKAGES in $env" >&2; exit 1; }
+  while IFS= read -r line; do
+    case $line in
+      '# >>> RUNTIME_PACKAGES'*) in=true ;;
+      '# <<< RUNTIME_PACKAGES'*) in=false && printf '%sRUNTIME_PACKAGES=(%s)\n' "$about" "$packages" ;;
+      *) $in || printf '%s\n' "$line" ;;
+    esac
+  done <hack/install.sh
+  ! $in || { echo "release: hack/install.sh has no line # <<< RUNTIME_PACKAGES" >&2; exit 1; }
+}
 
 build() {
   local k1m=$OUT/bin/k1m version arch tarball files start=$SECONDS
@@ -32,7 +60,8 @@ build() {
   mkdir -p "$DIR.tmp/images"
   install -m 0755 "$k1m" "$DIR.tmp/k1m"
   install -m 0644 "$OUT"/images/*.tar "$DIR.tmp/images/"
-  install -m 0755 hack/install.sh "$DIR.tmp/install.sh"
+  install-sh >"$DIR.tmp/install.sh"
+  chmod 0755 "$DIR.tmp/install.sh"
   mapfile -t files < <(cd "$DIR.tmp" && find . -type f -printf '%P\n' | LC_ALL=C sort)
   log "sha256sum.txt over ${#files[@]} files"
   (cd "$DIR.tmp" && sha256sum "${files[@]}" >sha256sum.txt)
@@ -58,6 +87,6 @@ test() {
 }
 
 case ${1:-} in
-  build | test) "$1" ;;
-  *) echo "usage: hack/release.sh build|test" >&2; exit 2 ;;
+  build | test | install-sh) "$1" ;;
+  *) echo "usage: hack/release.sh build|test|install-sh" >&2; exit 2 ;;
 esac

@@ -1,6 +1,8 @@
 // Package debian makes Debian bookworm root file systems with debootstrap
 // (the userland of k1m's test images and of its kind base image) and picks
-// packages' files out of one (the userland of a small image).
+// packages' files out of one (the userland of a small image). Its
+// packages.env is the one home of the package lists k1m's nodes run with:
+// the shell scripts source it, Go reads it with Packages.
 package debian
 
 import (

@@ -21,12 +21,9 @@ import (
 
 // BasePackages are kindest/base's packages, with Debian's containerd, runc
 // and CNI plugins in place of the ones kind compiles, and busybox-static
-// for the kube-proxy image's iptables wrapper.
-var BasePackages = []string{
-	"systemd", "conntrack", "iptables", "nftables", "iproute2", "ethtool", "util-linux", "mount", "kmod",
-	"libseccomp2", "pigz", "bash", "ca-certificates", "curl", "jq", "procps",
-	"containerd", "runc", "containernetworking-plugins", "busybox-static",
-}
+// for the kube-proxy image's iptables wrapper: KIND_BASE_PACKAGES of
+// build/debian/packages.env.
+var BasePackages = debian.Packages("KIND_BASE_PACKAGES")
 
 // recipe changes whenever what prepareBase does to the tree changes, so a
 // cached base is rebuilt.

@@ -263,8 +263,9 @@ func (in Inputs) controlPlaneImages(root string, n Node, path string) error {
 }
 
 // proxyPackages are what kube-proxy runs besides itself: iptables and
-// ip6tables (legacy and nft), conntrack, and busybox for the wrapper.
-var proxyPackages = []string{"iptables", "conntrack", "busybox-static"}
+// ip6tables (legacy and nft), conntrack, and busybox for the wrapper
+// (KIND_PROXY_PACKAGES of build/debian/packages.env).
+var proxyPackages = debian.Packages("KIND_PROXY_PACKAGES")
 
 // iptablesLayer is the kube-proxy image's userland: the files of
 // proxyPackages and their dependencies from the base tree, with the
