@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
@@ -26,6 +27,28 @@ func TestJoinErrorsSpeakTheUsersWords(t *testing.T) {
 	} {
 		if got := joinError(c.cfg, c.err).Error(); got != c.want {
 			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}
+
+// The phases run in the package doc's order; the server's own node,
+// which talks to its local kube-apiserver, starts no balancer.
+func TestPhases(t *testing.T) {
+	all := []string{"preflight", "balancer", "join", "forwarding", "containerd", "images", "kubelet", "bootstrap", "client", "pod-network", "kube-proxy", "watch", "supervise"}
+	for _, c := range []struct {
+		name string
+		cfg  config.CompletedAgent
+		want []string
+	}{
+		{"agent", config.CompletedAgent{BalancerListen: "[::1]:6444"}, all},
+		{"server's own node", config.CompletedAgent{Agent: config.Agent{Embedded: true}}, slices.Delete(slices.Clone(all), 1, 2)},
+	} {
+		var got []string
+		for _, p := range (&node{cfg: &c.cfg}).phases() {
+			got = append(got, p.name)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: phases\n got %q\nwant %q", c.name, got, c.want)
 		}
 	}
 }

@@ -3,35 +3,35 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/agent/loadbalancer"
-	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/kubeconfig"
 )
 
 // startBalancer starts the node's client-side load balancer
-// (pkg/agent/loadbalancer) and returns it with the URL the node's
-// kubeconfigs name: the balancer's on an agent, --server itself (no
-// balancer) on the server's own node, which talks to its local
-// kube-apiserver over [::1].
-func startBalancer(ctx context.Context, cfg config.Agent, p paths, nodeName string, out io.Writer) (*loadbalancer.LoadBalancer, string, error) {
-	if cfg.Embedded {
-		return nil, cfg.Server, nil
-	}
+// (pkg/agent/loadbalancer) on cfg.BalancerListen, first of all: every
+// kubeconfig of the node names it (cfg.APIServerURL), and a resumed node
+// reads k1m-cluster through it; only the join itself uses --server. It
+// stops when Run returns.
+func (n *node) startBalancer(ctx context.Context) error {
+	ctx, stop := context.WithCancel(ctx)
+	n.onStop(stop)
 	lb, err := loadbalancer.Start(ctx, loadbalancer.Config{
-		Server:    cfg.Server,
-		NodeName:  nodeName,
-		StateFile: p.loadBalancerState(),
-		Report:    func(msg string) { fmt.Fprintf(out, "k1m agent: %s\n", msg) },
+		Server:    n.cfg.Server,
+		NodeName:  n.cfg.NodeName,
+		StateFile: n.cfg.Paths.LoadBalancerState,
+		Listen:    n.cfg.BalancerListen,
+		Report:    func(msg string) { n.say("%s", msg) },
 	})
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	return lb, lb.URL(), nil
+	n.balancer, n.balancerCtx = lb, ctx
+	n.onStop(lb.Close)
+	return nil
 }
 
 // pointKubeconfigAt makes the kubeconfig at path name server. The

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/kubeconfig"
 )
 
@@ -56,19 +54,5 @@ func TestResumedNodeKubeconfigNamesTheBalancer(t *testing.T) {
 	}
 	if _, err := pointKubeconfigAt(filepath.Join(t.TempDir(), "missing"), "https://[::1]:6444"); err == nil {
 		t.Error("a missing kubeconfig: no error")
-	}
-}
-
-// The server's own node talks to its kube-apiserver over [::1] directly.
-func TestEmbeddedNodeRunsNoBalancer(t *testing.T) {
-	lb, url, err := startBalancer(context.Background(), config.Agent{Server: "https://[::1]:6443", Embedded: true}, paths{data: t.TempDir()}, "server-node", nil)
-	if lb != nil || url != "https://[::1]:6443" || err != nil {
-		t.Errorf("got %v, %q, %v; want no balancer and the server's own URL", lb, url, err)
-	}
-}
-
-func TestBalancerStateFile(t *testing.T) {
-	if got, want := (paths{data: "/var/lib/k1m/agent"}).loadBalancerState(), "/var/lib/k1m/agent/apiservers.json"; got != want {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }

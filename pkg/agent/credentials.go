@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -16,38 +17,38 @@ import (
 // must exist, chain to the cluster CA kept at the join, and be valid for
 // a while yet. Otherwise it says why, and the node joins again with a
 // token.
-func (p paths) ownCredentials(now time.Time) (expires time.Time, why error) {
-	if _, err := os.Stat(p.kubeletKubeconfig()); err != nil {
-		return time.Time{}, fmt.Errorf("no kubeconfig of its own (%s)", p.kubeletKubeconfig())
+func ownCredentials(p config.AgentPaths, now time.Time) (expires time.Time, why error) {
+	if _, err := os.Stat(p.KubeletKubeconfig); err != nil {
+		return time.Time{}, fmt.Errorf("no kubeconfig of its own (%s)", p.KubeletKubeconfig)
 	}
-	cert, err := pki.ReadCertFile(p.kubeletClientCert())
+	cert, err := pki.ReadCertFile(p.KubeletClientCert)
 	var missing *fs.PathError
 	if errors.As(err, &missing) {
-		return time.Time{}, fmt.Errorf("no client certificate of its own (%s)", p.kubeletClientCert())
+		return time.Time{}, fmt.Errorf("no client certificate of its own (%s)", p.KubeletClientCert)
 	}
 	if err != nil {
 		return time.Time{}, err
 	}
-	caPEM, err := os.ReadFile(p.caFile())
+	caPEM, err := os.ReadFile(p.CAFile)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("no cluster CA kept (%s)", p.caFile())
+		return time.Time{}, fmt.Errorf("no cluster CA kept (%s)", p.CAFile)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return time.Time{}, fmt.Errorf("%s holds no certificate", p.caFile())
+		return time.Time{}, fmt.Errorf("%s holds no certificate", p.CAFile)
 	}
 	// Checked a minute ahead: the kubelet must have time to connect.
 	_, err = cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now.Add(time.Minute), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("its client certificate %s is not usable: %v", p.kubeletClientCert(), err)
+		return time.Time{}, fmt.Errorf("its client certificate %s is not usable: %v", p.KubeletClientCert, err)
 	}
 	return cert.NotAfter, nil
 }
 
 // forgetCredentials removes what a failed or expired identity left, so
 // that the kubelet bootstraps afresh.
-func (p paths) forgetCredentials() error {
-	for _, f := range []string{p.kubeletKubeconfig(), p.kubeletClientCert()} {
+func forgetCredentials(p config.AgentPaths) error {
+	for _, f := range []string{p.KubeletKubeconfig, p.KubeletClientCert} {
 		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 			return err
 		}
@@ -61,16 +62,16 @@ func (p paths) forgetCredentials() error {
 // and pods would take it for kube-apiserver. The kubelet then asks for a
 // new one (its serving TLS bootstrap). It tells whether it removed one;
 // a missing or unreadable certificate is the kubelet's to replace.
-func (p paths) dropClusterCAServingCert() (bool, error) {
-	cert, err := pki.ReadCertFile(p.kubeletServingCert())
+func dropClusterCAServingCert(p config.AgentPaths) (bool, error) {
+	cert, err := pki.ReadCertFile(p.KubeletServingCert)
 	if err != nil {
 		return false, nil
 	}
-	ca, err := pki.ReadCertFile(p.caFile())
+	ca, err := pki.ReadCertFile(p.CAFile)
 	if err != nil || cert.CheckSignatureFrom(ca) != nil {
 		return false, nil
 	}
-	if err := os.Remove(p.kubeletServingCert()); err != nil {
+	if err := os.Remove(p.KubeletServingCert); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -17,6 +17,7 @@ import (
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/kubeconfig"
 )
 
 // ErrRestart is returned by Run when the node agent stopped its
@@ -25,6 +26,36 @@ import (
 // layer starts the agent again in the same process (exec); pods keep
 // running, as across any agent restart.
 var ErrRestart = errors.New("the node agent restarts to apply the cluster's new lease profile")
+
+// connect makes the node's client, on its own certificate. On an agent
+// it goes through the balancer, which through it follows the cluster's
+// API servers.
+func (n *node) connect(context.Context) error {
+	restCfg, err := kubeconfig.RESTConfig(n.cfg.Paths.KubeletKubeconfig)
+	if err != nil {
+		return err
+	}
+	if n.client, err = kubernetes.NewForConfig(restCfg); err != nil {
+		return err
+	}
+	if n.balancer != nil {
+		n.balancer.Follow(n.balancerCtx, n.client)
+	}
+	return nil
+}
+
+// watch records the node's renew interval on its Node and, on an agent,
+// watches for a new lease profile. The server's own node needs no watch:
+// the server restarts to change the profile, and its node with it.
+func (n *node) watch(ctx context.Context) error {
+	annotated := make(chan error, 1)
+	go func() { annotated <- annotateNode(ctx, n.client, n.cfg.NodeName, n.settings.RenewInterval) }()
+	n.annotated = annotated
+	if !n.cfg.Embedded {
+		n.changed = watchSettings(ctx, n.client, n.settings)
+	}
+	return nil
+}
 
 func sameLeaseProfile(a, b join.Settings) bool {
 	return a.RenewInterval == b.RenewInterval && a.LeaseDurationSeconds == b.LeaseDurationSeconds

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -10,15 +11,46 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"k1m.dev/k1m/pkg/cgroups"
+	"k1m.dev/k1m/pkg/componentargs"
+	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/multicall"
 )
+
+// startKubelet starts the kubelet in this process, in the node's own
+// cgroup, with a KubeletConfiguration written at every start.
+func (n *node) startKubelet(ctx context.Context) error {
+	cfg, p := n.cfg, n.cfg.Paths
+	if err := cgroups.Ensure(cfg.CgroupRoot); err != nil {
+		return err
+	}
+	if err := writeKubeletConfig(p.KubeletConfig, kubeletConfig(p, n.settings, cfg.CgroupRoot, n.ctrd.Endpoint(), cfg.PodLogsDir, cfg.KubeReservedMemory)); err != nil {
+		return err
+	}
+	n.say("starting the kubelet (renews its Lease every %s, lease %ds)", n.settings.RenewInterval, n.settings.LeaseDurationSeconds)
+	n.componentsCtx, n.stopComponents = context.WithCancel(ctx)
+	n.onStop(n.stopComponents)
+	args := kubeletArgs(p, cfg.NodeName, cfg.NodeIP, n.bootstrapping)
+	n.kubelet = multicall.Start(n.componentsCtx, componentargs.Kubelet.Name, componentargs.Merge(args, cfg.PassThrough[componentargs.Kubelet.Name]))
+	return nil
+}
+
+// startKubeProxy starts kube-proxy in this process, beside the kubelet.
+func (n *node) startKubeProxy(context.Context) error {
+	cfg := n.cfg
+	n.say("starting kube-proxy (%s mode)", cfg.ProxyMode)
+	args := proxyArgs(cfg.Paths, cfg.NodeName, cfg.ProxyMode, n.settings.ClusterCIDR)
+	n.proxy = multicall.Start(n.componentsCtx, componentargs.KubeProxy.Name, componentargs.Merge(args, cfg.PassThrough[componentargs.KubeProxy.Name]))
+	return nil
+}
 
 // kubeletConfig is the KubeletConfiguration: the lease timings and
 // cluster DNS come from the server (join.Settings), so every node agrees.
-func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir string, kubeReservedMemory int64) *kubeletv1beta1.KubeletConfiguration {
+func kubeletConfig(p config.AgentPaths, s join.Settings, cgroupRoot, endpoint, podLogsDir string, kubeReservedMemory int64) *kubeletv1beta1.KubeletConfiguration {
 	c := &kubeletv1beta1.KubeletConfiguration{
 		TypeMeta:                 metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
 		Address:                  "::",
@@ -30,7 +62,7 @@ func kubeletConfig(p paths, s join.Settings, cgroupRoot, endpoint, podLogsDir st
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(true)},
-			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: p.caFile()},
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: p.CAFile},
 		},
 		Authorization:            kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
 		ClusterDNS:               []string{s.ClusterDNS},
@@ -70,24 +102,24 @@ func writeKubeletConfig(path string, c *kubeletv1beta1.KubeletConfiguration) err
 
 // kubeletArgs are the kubelet's flags; --bootstrap-kubeconfig only while
 // the node joins (a restart runs on the node's own certificate).
-func kubeletArgs(p paths, nodeName, nodeIP string, bootstrapping bool) []string {
+func kubeletArgs(p config.AgentPaths, nodeName, nodeIP string, bootstrapping bool) []string {
 	args := []string{
-		"--config=" + p.kubeletConfig(),
-		"--kubeconfig=" + p.kubeletKubeconfig(),
-		"--cert-dir=" + p.kubeletPKI(),
-		"--root-dir=" + p.kubeletRoot(),
+		"--config=" + p.KubeletConfig,
+		"--kubeconfig=" + p.KubeletKubeconfig,
+		"--cert-dir=" + p.KubeletPKI,
+		"--root-dir=" + p.KubeletRoot,
 		"--hostname-override=" + nodeName,
 		"--node-ip=" + nodeIP,
 	}
 	if bootstrapping {
-		args = append(args, "--bootstrap-kubeconfig="+p.bootstrapKubeconfig())
+		args = append(args, "--bootstrap-kubeconfig="+p.BootstrapKubeconfig)
 	}
 	return args
 }
 
-func proxyArgs(p paths, nodeName, mode, clusterCIDR string) []string {
+func proxyArgs(p config.AgentPaths, nodeName, mode, clusterCIDR string) []string {
 	return []string{
-		"--kubeconfig=" + p.kubeletKubeconfig(),
+		"--kubeconfig=" + p.KubeletKubeconfig,
 		"--hostname-override=" + nodeName,
 		"--proxy-mode=" + mode,
 		"--cluster-cidr=" + clusterCIDR,

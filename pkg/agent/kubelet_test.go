@@ -18,6 +18,7 @@ import (
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
+	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/join"
 )
@@ -27,7 +28,7 @@ import (
 // the internal type and validated by the kubelet's own validation.
 func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 	s := join.Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local.", ClusterDNS: "fddf:4035:b510::a"}
-	p := paths{data: "/d"}
+	p := config.NewAgentPaths("/d", "/r")
 	path := filepath.Join(t.TempDir(), "kubelet-config.yaml")
 	if err := writeKubeletConfig(path, kubeletConfig(p, s, "/k1m/n1", "unix:///run/c.sock", "/d/pod-logs", 6<<30)); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 }
 
 func TestKubeletAndProxyArgs(t *testing.T) {
-	p := paths{data: "/d"}
+	p := config.NewAgentPaths("/d", "/r")
 	want := []string{"--config=/d/kubelet-config.yaml", "--kubeconfig=/d/kubelet.kubeconfig", "--cert-dir=/d/kubelet-pki",
 		"--root-dir=/d/kubelet", "--hostname-override=n1", "--node-ip=fddf:4035:b520::11"}
 	if got := kubeletArgs(p, "n1", "fddf:4035:b520::11", false); !slices.Equal(got, want) {

@@ -71,8 +71,12 @@ func newAgentCommand() *cobra.Command {
 			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
 				return err
 			}
+			completed, err := cfg.Complete()
+			if err != nil {
+				return err
+			}
 			ctx := genericapiserver.SetupSignalContext()
-			err := agent.Run(ctx, cfg, cmd.OutOrStdout())
+			err = agent.Run(ctx, completed, cmd.OutOrStdout())
 			if errors.Is(err, agent.ErrRestart) && ctx.Err() == nil { // not when asked to stop meanwhile
 				// A fresh process: the kubelet cannot start twice in one.
 				return multicall.ExecSelf(os.Environ())

@@ -513,5 +513,9 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
 	a.Embedded = true
 	a.KubeReservedMemory = s.memory.Limit
-	return agent.Run(ctx, a, s.out)
+	completed, err := a.Complete()
+	if err != nil {
+		return err
+	}
+	return agent.Run(ctx, completed, s.out)
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // apiSlice is an EndpointSlice as kube-apiserver keeps it for the
@@ -77,14 +79,14 @@ func TestFollowReplacesTheListFromTheEndpointSlice(t *testing.T) {
 	defer cancel()
 	lb.Follow(ctx, client)
 	twoServers := sorted([]string{servers["a"].addr, servers["b"].addr})
-	eventually(t, "list from the slices", func() error {
+	testutil.Eventually(t, 5*time.Second, "list from the slices", func() error {
 		if got := lb.Servers(); !reflect.DeepEqual(got, twoServers) {
 			return fmt.Errorf("list %v, want %v", got, twoServers)
 		}
 		return nil
 	})
 	// Saved as it changed.
-	eventually(t, "saved list", func() error {
+	testutil.Eventually(t, 5*time.Second, "saved list", func() error {
 		if got, err := readState(stateFile); !reflect.DeepEqual(got, twoServers) || err != nil {
 			return fmt.Errorf("saved %v (%v), want %v", got, err, twoServers)
 		}
@@ -95,7 +97,7 @@ func TestFollowReplacesTheListFromTheEndpointSlice(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctx, third, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "list after a server joined", func() error {
+	testutil.Eventually(t, 5*time.Second, "list after a server joined", func() error {
 		if got := lb.Servers(); !reflect.DeepEqual(got, sorted(addrs)) {
 			return fmt.Errorf("list %v, want %v", got, sorted(addrs))
 		}
@@ -108,7 +110,7 @@ func TestFollowReplacesTheListFromTheEndpointSlice(t *testing.T) {
 	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "kubernetes-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "list after c left", func() error {
+	testutil.Eventually(t, 5*time.Second, "list after c left", func() error {
 		if got := lb.Servers(); !reflect.DeepEqual(got, twoServers) {
 			return fmt.Errorf("list %v, want %v", got, twoServers)
 		}
@@ -119,7 +121,7 @@ func TestFollowReplacesTheListFromTheEndpointSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	onlyB := fmt.Sprintf("{\"servers\":[%q]}\n", servers["b"].addr)
-	eventually(t, "saved list after a left", func() error {
+	testutil.Eventually(t, 5*time.Second, "saved list after a left", func() error {
 		data, err := os.ReadFile(stateFile)
 		if string(data) != onlyB || err != nil {
 			return fmt.Errorf("saved %q (%v), want %q", data, err, onlyB)

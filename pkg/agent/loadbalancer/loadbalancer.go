@@ -18,17 +18,23 @@
 // hashing of its node name (Order): the first is its preferred server, the
 // others its fail-over order, which differs from node to node so that a
 // dead server's nodes spread over the others.
+//
+// The files, by concern:
+//
+//	loadbalancer.go  Config and its defaults; Start, Close; the status line it reports
+//	proxy.go         accepting connections and forwarding each to a server (serve, handle, pipe)
+//	servers.go       the servers known: --server's address, the list (Update), the order new
+//	                 connections try them in, moving connections to the preferred one (rebalance)
+//	order.go         each node's preference order over the servers (Order)
+//	follow.go        updating the list from the cluster's EndpointSlices (Follow)
+//	state.go         the list saved for the next start
+//	health.go        the checks: which servers are up (checkOnce, setHealth)
 package loadbalancer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net"
-	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,38 +120,6 @@ type LoadBalancer struct {
 	reported string
 }
 
-// backend is one server and the connections open through it.
-type backend struct {
-	address string
-	healthy bool
-	conns   map[*proxied]struct{}
-}
-
-// proxied is one client connection and its server side.
-type proxied struct{ client, server net.Conn }
-
-func (p *proxied) close() {
-	p.client.Close()
-	p.server.Close()
-}
-
-// ServerAddress is the host:port of an https server URL (port 443 when it
-// names none): what the balancer dials for --server.
-func ServerAddress(serverURL string) (string, error) {
-	u, err := url.Parse(serverURL)
-	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Path != "" && u.Path != "/" {
-		return "", fmt.Errorf("server URL %q: want https://HOST:PORT, e.g. https://[fddf:4035:b520::1]:6443", serverURL)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "443"
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("server URL %q: port %q is not a TCP port", serverURL, port)
-	}
-	return net.JoinHostPort(u.Hostname(), port), nil
-}
-
 // Start listens and balances until ctx ends. The first list is the one
 // saved in StateFile, if any, else --server alone.
 func Start(ctx context.Context, cfg Config) (*LoadBalancer, error) {
@@ -225,309 +199,6 @@ func (lb *LoadBalancer) shutdown() {
 	for _, p := range all {
 		p.close()
 	}
-}
-
-// Servers is the current list, sorted.
-func (lb *LoadBalancer) Servers() []string {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return slices.Clone(lb.servers)
-}
-
-// normalize sorts and deduplicates addresses and drops empty ones.
-func normalize(addresses []string) []string {
-	out := slices.DeleteFunc(slices.Clone(addresses), func(a string) bool { return a == "" })
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// Update replaces the server list (the kubernetes endpoints, host:port
-// each). An empty list is ignored: the servers known so far are better
-// than none. The --server address stays reachable as the last resort
-// when the list does not hold it (a DNS name or a virtual IP in front of
-// the servers, or the endpoints' addresses unreachable from this node),
-// tried after every healthy listed server; it takes no part in the spread.
-// A changed list is saved to StateFile; connections through servers no
-// longer listed are closed at once, and those through servers that are
-// not this node's preferred one move there after a random delay of up to
-// RebalanceDelay.
-func (lb *LoadBalancer) Update(addresses []string) {
-	list := normalize(addresses)
-	if len(list) == 0 {
-		return
-	}
-	// One update at a time, so that the file saves the last list.
-	lb.updateMu.Lock()
-	defer lb.updateMu.Unlock()
-	if lb.ctx.Err() != nil {
-		return
-	}
-	lb.mu.Lock()
-	if slices.Equal(list, lb.servers) {
-		lb.mu.Unlock()
-		return
-	}
-	removed := lb.setServers(list)
-	lb.generation++
-	generation := lb.generation
-	lb.mu.Unlock()
-	for _, p := range removed {
-		p.close()
-	}
-	if lb.cfg.StateFile != "" {
-		if err := writeState(lb.cfg.StateFile, list); err != nil {
-			lb.cfg.Report(fmt.Sprintf("load balancer: could not save the server list: %v", err))
-		}
-	}
-	lb.report()
-	time.AfterFunc(rand.N(lb.cfg.RebalanceDelay), func() { lb.rebalance(generation) })
-}
-
-// setServers installs list (normalized) and returns the connections of
-// the servers it drops. Called with mu held.
-func (lb *LoadBalancer) setServers(list []string) []*proxied {
-	lb.servers = list
-	lb.order = Order(lb.cfg.NodeName, list)
-	if !slices.Contains(list, lb.fallback) {
-		lb.order = append(lb.order, lb.fallback)
-	}
-	var removed []*proxied
-	for addr, b := range lb.backends {
-		if !slices.Contains(lb.order, addr) {
-			removed = append(removed, b.take()...)
-			delete(lb.backends, addr)
-		}
-	}
-	for _, addr := range lb.order {
-		if lb.backends[addr] == nil {
-			// Healthy until a dial or a check says otherwise.
-			lb.backends[addr] = &backend{address: addr, healthy: true, conns: map[*proxied]struct{}{}}
-		}
-	}
-	return removed
-}
-
-// take removes and returns every connection of b.
-func (b *backend) take() []*proxied {
-	all := make([]*proxied, 0, len(b.conns))
-	for p := range b.conns {
-		all = append(all, p)
-	}
-	clear(b.conns)
-	return all
-}
-
-// candidates is the order in which a new connection tries the servers:
-// the healthy ones in preference order, then the others (a check may be
-// wrong, and trying beats refusing).
-func (lb *LoadBalancer) candidates() []*backend {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	var healthy, unhealthy []*backend
-	for _, addr := range lb.order {
-		if b := lb.backends[addr]; b.healthy {
-			healthy = append(healthy, b)
-		} else {
-			unhealthy = append(unhealthy, b)
-		}
-	}
-	return append(healthy, unhealthy...)
-}
-
-func (lb *LoadBalancer) serve() {
-	for {
-		c, err := lb.listener.Accept()
-		if err != nil {
-			if lb.ctx.Err() != nil {
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			// Out of file descriptors and the like: wait, and go on.
-			select {
-			case <-lb.ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		lb.wg.Add(1)
-		go func() { defer lb.wg.Done(); lb.handle(c) }()
-	}
-}
-
-// handle forwards one client connection to the first server that answers.
-func (lb *LoadBalancer) handle(client net.Conn) {
-	for _, b := range lb.candidates() {
-		server, err := lb.dialer.DialContext(lb.ctx, "tcp", b.address)
-		if err != nil {
-			if lb.ctx.Err() != nil {
-				break
-			}
-			lb.setHealth(b, err)
-			continue
-		}
-		lb.setHealth(b, nil)
-		p := &proxied{client: client, server: server}
-		if !lb.register(b, p) {
-			break // b left the list meanwhile: the client reconnects
-		}
-		pipe(client, server)
-		lb.unregister(b, p)
-		return
-	}
-	client.Close()
-}
-
-func (lb *LoadBalancer) register(b *backend, p *proxied) bool {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	if lb.backends[b.address] != b || lb.ctx.Err() != nil {
-		p.close()
-		return false
-	}
-	b.conns[p] = struct{}{}
-	return true
-}
-
-func (lb *LoadBalancer) unregister(b *backend, p *proxied) {
-	lb.mu.Lock()
-	delete(b.conns, p)
-	lb.mu.Unlock()
-}
-
-// pipe copies both ways until either side ends, then closes both (HTTP
-// and TLS need no half-closed connections).
-func pipe(client, server net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(server, client); done <- struct{}{} }()
-	go func() { io.Copy(client, server); done <- struct{}{} }()
-	<-done
-	client.Close()
-	server.Close()
-	<-done
-}
-
-// setHealth records the outcome of a dial or a check (err nil: up). A
-// server that goes down has its connections closed at once: clients
-// (the kubelet's HTTP/2 connection above all) would otherwise wait for TCP
-// to time out, and they reconnect through the balancer to the next
-// server instead.
-func (lb *LoadBalancer) setHealth(b *backend, err error) {
-	lb.mu.Lock()
-	if lb.backends[b.address] != b || b.healthy == (err == nil) {
-		lb.mu.Unlock()
-		return
-	}
-	b.healthy = err == nil
-	var closing []*proxied
-	if err != nil {
-		closing = b.take()
-	}
-	lb.mu.Unlock()
-	if err != nil {
-		lb.cfg.Report(fmt.Sprintf("load balancer: server %s is down (%v): closing its %d connections", b.address, err, len(closing)))
-		for _, p := range closing {
-			p.close()
-		}
-	} else {
-		lb.cfg.Report(fmt.Sprintf("load balancer: server %s is up again", b.address))
-	}
-	lb.report()
-}
-
-// checkOnce checks, at the same time, each server that is down (to see
-// it come back) and each that carries connections (to close them as soon
-// as it dies). An idle healthy server is left alone: a dial to it finds
-// out. Each node thus checks about one server per interval.
-func (lb *LoadBalancer) checkOnce(ctx context.Context) {
-	lb.mu.Lock()
-	var due []*backend
-	for _, addr := range lb.order {
-		if b := lb.backends[addr]; !b.healthy || len(b.conns) > 0 {
-			due = append(due, b)
-		}
-	}
-	lb.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, b := range due {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := lb.check(ctx, b.address)
-			if ctx.Err() == nil {
-				lb.setHealth(b, err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-func (lb *LoadBalancer) check(ctx context.Context, address string) error {
-	ctx, cancel := context.WithTimeout(ctx, lb.cfg.DialTimeout)
-	defer cancel()
-	return lb.cfg.Check(ctx, address)
-}
-
-// dialCheck is the default health check: a TCP connection, closed at once.
-func (lb *LoadBalancer) dialCheck(ctx context.Context, address string) error {
-	c, err := lb.dialer.DialContext(ctx, "tcp", address)
-	if err != nil {
-		return err
-	}
-	return c.Close()
-}
-
-// rebalance moves the connections open through other servers to the one
-// new connections go to (checked first), unless the list changed again
-// since generation (a later rebalance is due).
-func (lb *LoadBalancer) rebalance(generation int) {
-	target := lb.target()
-	if target == nil || lb.ctx.Err() != nil {
-		return
-	}
-	if err := lb.check(lb.ctx, target.address); err != nil {
-		if lb.ctx.Err() == nil {
-			lb.setHealth(target, err)
-		}
-		return
-	}
-	lb.mu.Lock()
-	if generation != lb.generation || lb.ctx.Err() != nil || lb.backends[target.address] != target || !target.healthy {
-		lb.mu.Unlock()
-		return
-	}
-	var moving []*proxied
-	var from []string
-	for _, addr := range lb.order {
-		if b := lb.backends[addr]; b != target && len(b.conns) > 0 {
-			moving = append(moving, b.take()...)
-			from = append(from, addr)
-		}
-	}
-	lb.mu.Unlock()
-	if len(moving) == 0 {
-		return
-	}
-	lb.cfg.Report(fmt.Sprintf("load balancer: moving %d connections from %s to %s", len(moving), strings.Join(from, " "), target.address))
-	for _, p := range moving {
-		p.close()
-	}
-}
-
-// target is the server new connections go to: the first healthy one in
-// preference order (nil when none is).
-func (lb *LoadBalancer) target() *backend {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	for _, addr := range lb.order {
-		if b := lb.backends[addr]; b.healthy {
-			return b
-		}
-	}
-	return nil
 }
 
 // status is the one-line summary reported whenever it changes.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/constants"
+
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // fakeServer stands in for a kube-apiserver: a listener on [::1] that
@@ -176,22 +178,6 @@ func connect(t *testing.T, lb *LoadBalancer) (string, net.Conn, *bufio.Reader) {
 	return strings.TrimSuffix(name, "\n"), c, r
 }
 
-// eventually retries f for up to 5 s.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %v after 5 s", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // threeServers starts a, b, c and returns them by name, plus the
 // preference order of node over them (as names).
 func threeServers(t *testing.T, node string) (map[string]*fakeServer, []string, []string) {
@@ -278,7 +264,7 @@ func TestFailoverToTheNextServerAndBack(t *testing.T) {
 		t.Fatalf("reconnect went to %s, want the next in this node's order, %s", got, order[1])
 	}
 	downLine := fmt.Sprintf("load balancer: servers [%s] (preferred %s; down: %s; new connections go to %s)", strings.Join(sorted(addrs), " "), preferred.addr, preferred.addr, next.addr)
-	eventually(t, "status after the preferred server died", func() error {
+	testutil.Eventually(t, 5*time.Second, "status after the preferred server died", func() error {
 		if l := rep.last(); l != downLine {
 			return fmt.Errorf("last status %q, want %q", l, downLine)
 		}
@@ -291,7 +277,7 @@ func TestFailoverToTheNextServerAndBack(t *testing.T) {
 	}
 
 	preferred.revive()
-	eventually(t, "new connections back on the preferred server", func() error {
+	testutil.Eventually(t, 5*time.Second, "new connections back on the preferred server", func() error {
 		if got, _, _ := connect(t, lb); got != order[0] {
 			return fmt.Errorf("a new connection went to %s, want %s", got, order[0])
 		}

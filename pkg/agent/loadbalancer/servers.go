@@ -1,0 +1,193 @@
+package loadbalancer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// backend is one server and the connections open through it.
+type backend struct {
+	address string
+	healthy bool
+	conns   map[*proxied]struct{}
+}
+
+// take removes and returns every connection of b.
+func (b *backend) take() []*proxied {
+	all := make([]*proxied, 0, len(b.conns))
+	for p := range b.conns {
+		all = append(all, p)
+	}
+	clear(b.conns)
+	return all
+}
+
+// ServerAddress is the host:port of an https server URL (port 443 when it
+// names none): what the balancer dials for --server.
+func ServerAddress(serverURL string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Path != "" && u.Path != "/" {
+		return "", fmt.Errorf("server URL %q: want https://HOST:PORT, e.g. https://[fddf:4035:b520::1]:6443", serverURL)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("server URL %q: port %q is not a TCP port", serverURL, port)
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// Servers is the current list, sorted.
+func (lb *LoadBalancer) Servers() []string {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return slices.Clone(lb.servers)
+}
+
+// normalize sorts and deduplicates addresses and drops empty ones.
+func normalize(addresses []string) []string {
+	out := slices.DeleteFunc(slices.Clone(addresses), func(a string) bool { return a == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Update replaces the server list (the kubernetes endpoints, host:port
+// each). An empty list is ignored: the servers known so far are better
+// than none. The --server address stays reachable as the last resort
+// when the list does not hold it (a DNS name or a virtual IP in front of
+// the servers, or the endpoints' addresses unreachable from this node),
+// tried after every healthy listed server; it takes no part in the spread.
+// A changed list is saved to StateFile; connections through servers no
+// longer listed are closed at once, and those through servers that are
+// not this node's preferred one move there after a random delay of up to
+// RebalanceDelay.
+func (lb *LoadBalancer) Update(addresses []string) {
+	list := normalize(addresses)
+	if len(list) == 0 {
+		return
+	}
+	// One update at a time, so that the file saves the last list.
+	lb.updateMu.Lock()
+	defer lb.updateMu.Unlock()
+	if lb.ctx.Err() != nil {
+		return
+	}
+	lb.mu.Lock()
+	if slices.Equal(list, lb.servers) {
+		lb.mu.Unlock()
+		return
+	}
+	removed := lb.setServers(list)
+	lb.generation++
+	generation := lb.generation
+	lb.mu.Unlock()
+	for _, p := range removed {
+		p.close()
+	}
+	if lb.cfg.StateFile != "" {
+		if err := writeState(lb.cfg.StateFile, list); err != nil {
+			lb.cfg.Report(fmt.Sprintf("load balancer: could not save the server list: %v", err))
+		}
+	}
+	lb.report()
+	time.AfterFunc(rand.N(lb.cfg.RebalanceDelay), func() { lb.rebalance(generation) })
+}
+
+// setServers installs list (normalized) and returns the connections of
+// the servers it drops. Called with mu held.
+func (lb *LoadBalancer) setServers(list []string) []*proxied {
+	lb.servers = list
+	lb.order = Order(lb.cfg.NodeName, list)
+	if !slices.Contains(list, lb.fallback) {
+		lb.order = append(lb.order, lb.fallback)
+	}
+	var removed []*proxied
+	for addr, b := range lb.backends {
+		if !slices.Contains(lb.order, addr) {
+			removed = append(removed, b.take()...)
+			delete(lb.backends, addr)
+		}
+	}
+	for _, addr := range lb.order {
+		if lb.backends[addr] == nil {
+			// Healthy until a dial or a check says otherwise.
+			lb.backends[addr] = &backend{address: addr, healthy: true, conns: map[*proxied]struct{}{}}
+		}
+	}
+	return removed
+}
+
+// candidates is the order in which a new connection tries the servers:
+// the healthy ones in preference order, then the others (a check may be
+// wrong, and trying beats refusing).
+func (lb *LoadBalancer) candidates() []*backend {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	var healthy, unhealthy []*backend
+	for _, addr := range lb.order {
+		if b := lb.backends[addr]; b.healthy {
+			healthy = append(healthy, b)
+		} else {
+			unhealthy = append(unhealthy, b)
+		}
+	}
+	return append(healthy, unhealthy...)
+}
+
+// target is the server new connections go to: the first healthy one in
+// preference order (nil when none is).
+func (lb *LoadBalancer) target() *backend {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for _, addr := range lb.order {
+		if b := lb.backends[addr]; b.healthy {
+			return b
+		}
+	}
+	return nil
+}
+
+// rebalance moves the connections open through other servers to the one
+// new connections go to (checked first), unless the list changed again
+// since generation (a later rebalance is due).
+func (lb *LoadBalancer) rebalance(generation int) {
+	target := lb.target()
+	if target == nil || lb.ctx.Err() != nil {
+		return
+	}
+	if err := lb.check(lb.ctx, target.address); err != nil {
+		if lb.ctx.Err() == nil {
+			lb.setHealth(target, err)
+		}
+		return
+	}
+	lb.mu.Lock()
+	if generation != lb.generation || lb.ctx.Err() != nil || lb.backends[target.address] != target || !target.healthy {
+		lb.mu.Unlock()
+		return
+	}
+	var moving []*proxied
+	var from []string
+	for _, addr := range lb.order {
+		if b := lb.backends[addr]; b != target && len(b.conns) > 0 {
+			moving = append(moving, b.take()...)
+			from = append(from, addr)
+		}
+	}
+	lb.mu.Unlock()
+	if len(moving) == 0 {
+		return
+	}
+	lb.cfg.Report(fmt.Sprintf("load balancer: moving %d connections from %s to %s", len(moving), strings.Join(from, " "), target.address))
+	for _, p := range moving {
+		p.close()
+	}
+}
