@@ -1,4 +1,4 @@
-// Package cli parses k1m-bench's command line: profiles of defaults
+// Package cli parses k1m-bench's command line: bench profiles of defaults
 // (quick for make bench, full for make bench-full) that single flags
 // override, checked before anything starts.
 package cli

@@ -29,7 +29,7 @@ func TestParseRunProfileDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Rounds != Profiles["full"].Rounds || o.Lease.Leases != 10000 {
+	if o.Rounds != BenchProfiles["full"].Rounds || o.Lease.Leases != 10000 {
 		t.Errorf("profile defaults not applied: rounds %d, leases %d", o.Rounds, o.Lease.Leases)
 	}
 	if o.Lease.Duration != 7*time.Second || o.Etcd.Duration != 7*time.Second {
@@ -107,7 +107,7 @@ func TestParseRunFlagsLeavesTheRestAtTheirDefaults(t *testing.T) {
 	o, err = ParseRunFlags([]string{"--profile", "full", "--rounds", "2", "--watchers", "0", "--warmup", "0s", "--node-steps", "10,20",
 		"--k1m", "/k1m", "--stock-k1m", "/stock", "--deployed-nodes", "5", "--scaleout-server-memory", "4Gi", "--ablation=false"})
 	want := DefaultRunOptions()
-	want.Profile, want.Rounds, want.Watchers, want.Warmup, want.NodeSteps, want.Ablation = "full", 2, 0, 0, "10,20", false
+	want.BenchProfile, want.Rounds, want.Watchers, want.Warmup, want.NodeSteps, want.Ablation = "full", 2, 0, 0, "10,20", false
 	want.ScaleOut.K1M, want.ScaleOut.ServerMemory = "/k1m", "4Gi"
 	want.Deployed.StockK1M, want.Deployed.Nodes = "/stock", 5
 	if err != nil || !reflect.DeepEqual(o, want) {
@@ -154,12 +154,12 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		set  func(*RunOptions)
 		want string
 	}{
-		{"unknown profile, alone", func(o *RunOptions) { o.Profile, o.Rounds = "huge", -1 },
+		{"unknown profile, alone", func(o *RunOptions) { o.BenchProfile, o.Rounds = "huge", -1 },
 			`--profile "huge": want quick or full`},
 		{"negative overrides", func(o *RunOptions) { o.Rounds, o.Leases, o.Workers = -1, -5, -2 },
-			"--rounds -1: want a positive number, or leave it out for the profile's default\n" +
-				"--leases -5: want a positive number, or leave it out for the profile's default\n" +
-				"--workers -2: want a positive number, or leave it out for the profile's default"},
+			"--rounds -1: want a positive number, or leave it out for the bench profile's default\n" +
+				"--leases -5: want a positive number, or leave it out for the bench profile's default\n" +
+				"--workers -2: want a positive number, or leave it out for the bench profile's default"},
 		{"node steps out of order", func(o *RunOptions) { o.NodeSteps = "5000,1000" },
 			"--node-steps \"5000,1000\": want ascending positive node counts, e.g. 2000,5000,10000\n" +
 				"--node-steps is empty: want ascending node counts, e.g. 2000,5000,10000"},
@@ -172,10 +172,10 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
 			"--long-renew 1.5s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"negative node hold", func(o *RunOptions) { o.NodeHold = -5 * time.Second },
-			"--node-hold -5s: want a window of at least one renew interval, e.g. 20s (0: the profile's)"},
+			"--node-hold -5s: want a window of at least one renew interval, e.g. 20s (0: the bench profile's)"},
 		{"more workers than leases", func(o *RunOptions) { o.Leases, o.Workers = 10, 20 },
 			"--workers 20: want 1 to --leases (10), e.g. 64"},
-		{"negative warm-up is the profile's", func(o *RunOptions) { o.Warmup, o.Watchers = -2*time.Second, -3 }, ""},
+		{"negative warm-up is the bench profile's", func(o *RunOptions) { o.Warmup, o.Watchers = -2*time.Second, -3 }, ""},
 		{"simulator without CPU", func(o *RunOptions) { o.SimulatorCPU = 0 },
 			"--simulator-cpu 0: want the simulator's CPU cap in cores, more than 0, e.g. 0.5"},
 		{"simulator CPU unchecked without the node ramp", func(o *RunOptions) { o.SimulatorCPU, o.Scenarios = 0, "lease" }, ""},
@@ -222,7 +222,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quick := Profiles["quick"]
+	quick := BenchProfiles["quick"]
 	o := validOptions(t)
 	got, err := o.Complete()
 	want := bench.Options{Results: o.Results, BuildOut: "_output", Self: self, Scenarios: []string{"lease", "etcd", "nodes", "watchcache"},
@@ -237,11 +237,11 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 
 	// The full profile, every override given.
 	o = validOptions(t)
-	o.Profile, o.Scenarios, o.Ablation, o.CPUProfiles = "full", "nodes, lease", false, false
+	o.BenchProfile, o.Scenarios, o.Ablation, o.CPUProfiles = "full", "nodes, lease", false, false
 	o.Rounds, o.Leases, o.Workers, o.Watchers, o.Duration, o.Warmup = 2, 500, 50, 0, 7*time.Second, 0
 	o.NodeSteps, o.NodeHold, o.LongRenew, o.SimulatorCPU, o.WatchBenchtime = "10, 20", 45*time.Second, 20*time.Second, 1.5, "2x"
 	got, err = o.Complete()
-	full := Profiles["full"]
+	full := BenchProfiles["full"]
 	want = bench.Options{Results: o.Results, BuildOut: "_output", Self: self, Scenarios: []string{"nodes", "lease"},
 		Rounds: 2, Lease: leaseflood.Config{Leases: 500, Workers: 50, Watchers: 0, Warmup: 0, Duration: 7 * time.Second},
 		Etcd: etcdflood.Config{Keys: full.Etcd.Keys, Clients: full.Etcd.Clients, Workers: full.Etcd.Workers, Warmup: 0, Duration: 7 * time.Second},

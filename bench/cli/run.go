@@ -21,8 +21,9 @@ import (
 	"k1m.dev/k1m/pkg/config"
 )
 
-// Profile is a set of defaults.
-type Profile struct {
+// BenchProfile is a set of defaults of a run (--profile); not the lease
+// profile of a renew interval (config.LeaseProfile), nor a CPU profile.
+type BenchProfile struct {
 	Rounds         int
 	Lease          leaseflood.Config
 	Etcd           etcdflood.Config
@@ -32,9 +33,9 @@ type Profile struct {
 	WatchCount     int
 }
 
-// Profiles: quick fits make bench's ~10 minutes on 2 cores; full repeats
-// more and ramps the nodes further.
-var Profiles = map[string]Profile{
+// BenchProfiles: quick fits make bench's ~10 minutes on 2 cores; full
+// repeats more and ramps the nodes further.
+var BenchProfiles = map[string]BenchProfile{
 	"quick": {
 		Rounds:         1,
 		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
@@ -56,11 +57,11 @@ var Profiles = map[string]Profile{
 }
 
 // RunOptions are the flags of `k1m-bench run` as given. The numbers,
-// durations and lists the profile sets are left at a value that means
-// "the profile's": 0, empty, or -1 where 0 is a setting (--watchers,
+// durations and lists the bench profile sets are left at a value that
+// means "the bench profile's": 0, empty, or -1 where 0 is a setting (--watchers,
 // --warmup).
 type RunOptions struct {
-	Profile        string // --profile: a key of Profiles
+	BenchProfile   string // --profile: a key of BenchProfiles
 	Results        string // empty: Default names a folder under BuildOut
 	BuildOut       string // --out
 	Scenarios      string // comma-separated
@@ -89,7 +90,7 @@ type RunOptions struct {
 // DefaultRunOptions are the flags' defaults.
 func DefaultRunOptions() RunOptions {
 	return RunOptions{
-		Profile:      "quick",
+		BenchProfile: "quick",
 		BuildOut:     "_output",
 		Scenarios:    strings.Join(bench.DefaultScenarios, ","),
 		Ablation:     true,
@@ -105,23 +106,23 @@ func DefaultRunOptions() RunOptions {
 
 // AddFlags binds o to fs; o's values are the flags' defaults.
 func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Profile, "profile", o.Profile, "defaults: quick (make bench) or full (make bench-full)")
-	fs.StringVar(&o.Results, "results", o.Results, "results folder (default _output/bench/<UTC time>-<profile>)")
+	fs.StringVar(&o.BenchProfile, "profile", o.BenchProfile, "bench profile, the defaults: quick (make bench) or full (make bench-full)")
+	fs.StringVar(&o.Results, "results", o.Results, "results folder (default _output/bench/<UTC time>-<bench profile>)")
 	fs.StringVar(&o.BuildOut, "out", o.BuildOut, "where make build and make build-stock put the binaries")
 	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout and deployed, local clusters, only when named)")
 	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
 	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
-	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (profile default)")
-	fs.IntVar(&o.Leases, "leases", o.Leases, "Leases renewed in the lease flood (profile default)")
-	fs.IntVar(&o.Workers, "workers", o.Workers, "lease flood renewers (profile default)")
-	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches on the Leases (profile default)")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured window of each flood (profile default)")
-	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each window (profile default)")
-	fs.StringVar(&o.NodeSteps, "node-steps", o.NodeSteps, "node counts of the node ramp, e.g. 2000,5000,10000 (profile default)")
-	fs.DurationVar(&o.NodeHold, "node-hold", o.NodeHold, "measured window at each node step, at least one renew interval (profile default)")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
+	fs.IntVar(&o.Leases, "leases", o.Leases, "Leases renewed in the lease flood (bench profile's default)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "lease flood renewers (bench profile's default)")
+	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches on the Leases (bench profile's default)")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured window of each flood (bench profile's default)")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each window (bench profile's default)")
+	fs.StringVar(&o.NodeSteps, "node-steps", o.NodeSteps, "node counts of the node ramp, e.g. 2000,5000,10000 (bench profile's default)")
+	fs.DurationVar(&o.NodeHold, "node-hold", o.NodeHold, "measured window at each node step, at least one renew interval (bench profile's default)")
 	fs.DurationVar(&o.LongRenew, "long-renew", o.LongRenew, "renew interval of the node ramp's long-lease columns")
 	fs.Float64Var(&o.SimulatorCPU, "simulator-cpu", o.SimulatorCPU, "the node simulator's CPU cap, in cores (its CPU is reported apart)")
-	fs.StringVar(&o.WatchBenchtime, "watch-benchtime", o.WatchBenchtime, "go test -benchtime of the watch cache benchmarks (profile default)")
+	fs.StringVar(&o.WatchBenchtime, "watch-benchtime", o.WatchBenchtime, "go test -benchtime of the watch cache benchmarks (bench profile's default)")
 	fs.StringVar(&o.Benchplot, "benchplot", o.Benchplot, "the plotting program (k1m-build bench-tools builds bench/cmd/benchplot)")
 	fs.StringVar(&o.ScaleOut.K1M, "k1m", o.ScaleOut.K1M, "scaleout, deployed: the k1m binary (default OUT/bin/k1m, which make build writes)")
 	fs.StringVar(&o.ScaleOut.ImagesDir, "images-dir", o.ScaleOut.ImagesDir, "scaleout, deployed: the image archives the nodes import (default OUT/images, which make images writes)")
@@ -155,7 +156,7 @@ func ParseRunFlags(args []string) (RunOptions, error) {
 // Default fills the paths left empty: the binaries and images where make
 // build, make build-stock and make images put them under --out, the
 // deployed scenario's k1m and images from --k1m and --images-dir, and a
-// results folder named after now and the profile.
+// results folder named after now and the bench profile.
 func (o *RunOptions) Default(now time.Time) {
 	if o.ScaleOut.K1M == "" {
 		o.ScaleOut.K1M = filepath.Join(o.BuildOut, "bin", "k1m")
@@ -168,17 +169,17 @@ func (o *RunOptions) Default(now time.Time) {
 		o.Deployed.StockK1M = filepath.Join(o.BuildOut, "stock", "bin", "k1m")
 	}
 	if o.Results == "" {
-		o.Results = filepath.Join(o.BuildOut, "bench", now.UTC().Format("20060102-150405")+"-"+o.Profile)
+		o.Results = filepath.Join(o.BuildOut, "bench", now.UTC().Format("20060102-150405")+"-"+o.BenchProfile)
 	}
 }
 
 // Validate checks every flag and reports all problems at once, each
 // naming its flag and the valid form. The numbers are checked as the run
-// would use them: the profile's unless a flag overrides them.
+// would use them: the bench profile's unless a flag overrides them.
 func (o RunOptions) Validate() error {
-	p, ok := Profiles[o.Profile]
+	p, ok := BenchProfiles[o.BenchProfile]
 	if !ok {
-		return fmt.Errorf("--profile %q: want quick or full", o.Profile)
+		return fmt.Errorf("--profile %q: want quick or full", o.BenchProfile)
 	}
 	errs := []error{
 		requireOverride("--rounds", o.Rounds), requireOverride("--leases", o.Leases), requireOverride("--workers", o.Workers),
@@ -197,7 +198,7 @@ func (o RunOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds from 1s to %v, e.g. 40s", o.LongRenew, config.MaxRenewInterval))
 	}
 	if o.NodeHold < 0 {
-		errs = append(errs, fmt.Errorf("--node-hold %v: want a window of at least one renew interval, e.g. 20s (0: the profile's)", o.NodeHold))
+		errs = append(errs, fmt.Errorf("--node-hold %v: want a window of at least one renew interval, e.g. 20s (0: the bench profile's)", o.NodeHold))
 	}
 	errs = append(errs, c.Lease.Validate(), c.Etcd.Validate(), checkTools(c), checkScaleOut(c), checkDeployed(c))
 	if slices.Contains(c.Scenarios, "nodes") {
@@ -206,24 +207,24 @@ func (o RunOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Complete validates o and resolves the run it asks for: the profile's
+// Complete validates o and resolves the run it asks for: the bench profile's
 // settings with the flags' overrides, and this binary (etcd and the node
 // simulator run as its subcommands). Run reads only this.
 func (o RunOptions) Complete() (bench.Options, error) {
 	if err := o.Validate(); err != nil {
 		return bench.Options{}, err
 	}
-	c := o.resolve(Profiles[o.Profile])
+	c := o.resolve(BenchProfiles[o.BenchProfile])
 	self, err := os.Executable()
 	c.Self = self
 	return c, err
 }
 
-// resolve is the run o asks for on profile p: p's settings, each
+// resolve is the run o asks for on bench profile p: p's settings, each
 // overridden by its flag when that is given (a negative number is left
 // out: Validate reports it), and the lists parsed (nil when they do not
 // parse).
-func (o RunOptions) resolve(p Profile) bench.Options {
+func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
 		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed,
@@ -253,14 +254,14 @@ func (o RunOptions) resolve(p Profile) bench.Options {
 	return c
 }
 
-// nodeRamp is the node ramp of profile p; the renew interval and lease
+// nodeRamp is the node ramp of bench profile p; the renew interval and lease
 // duration are each column's.
-func nodeRamp(p Profile, simulatorCPU float64) noderamp.Config {
+func nodeRamp(p BenchProfile, simulatorCPU float64) noderamp.Config {
 	return noderamp.Config{Steps: p.NodeSteps, Hold: p.NodeHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
 		SimulatorCores: simulatorCPU, Simulator: nodesim.Defaults()}
 }
 
-// override sets dst from a flag whose zero value means "the profile's";
+// override sets dst from a flag whose zero value means "the bench profile's";
 // a negative value is requireOverride's error and leaves dst.
 func override(dst *int, v int) {
 	if v > 0 {
@@ -268,10 +269,10 @@ func override(dst *int, v int) {
 	}
 }
 
-// requireOverride checks a flag whose zero value means "the profile's".
+// requireOverride checks a flag whose zero value means "the bench profile's".
 func requireOverride(flag string, v int) error {
 	if v < 0 {
-		return fmt.Errorf("%s %d: want a positive number, or leave it out for the profile's default", flag, v)
+		return fmt.Errorf("%s %d: want a positive number, or leave it out for the bench profile's default", flag, v)
 	}
 	return nil
 }
