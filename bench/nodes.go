@@ -22,11 +22,11 @@ type NodeColumn struct {
 	// Profiles break down the control plane's CPU at the profiled step:
 	// the largest held, or the first when none held.
 	ProfiledStep int
-	Profiles     []ProcessProfile `json:",omitempty"`
+	Profiles     []ProcessCPUProfile `json:",omitempty"`
 }
 
-// profiledStep is the step whose profiles a column's breakdown reads.
-func profiledStep(res noderamp.Result) (noderamp.Step, bool) {
+// cpuProfiledStep is the step whose CPU profiles a column's breakdown reads.
+func cpuProfiledStep(res noderamp.Result) (noderamp.Step, bool) {
 	for i := len(res.Steps) - 1; i >= 0; i-- {
 		if res.Steps[i].Held {
 			return res.Steps[i], true
@@ -38,13 +38,13 @@ func profiledStep(res noderamp.Result) (noderamp.Step, bool) {
 	return noderamp.Step{}, false
 }
 
-// nodeProfiles breaks down the profiles of the column's profiled step.
-func nodeProfiles(dir string, res noderamp.Result) (int, []ProcessProfile, error) {
-	step, ok := profiledStep(res)
+// nodeCPUProfiles breaks down the CPU profiles of the column's profiled step.
+func nodeCPUProfiles(dir string, res noderamp.Result) (int, []ProcessCPUProfile, error) {
+	step, ok := cpuProfiledStep(res)
 	if !ok || len(step.Profiles) == 0 {
 		return 0, nil, nil
 	}
-	profiles, err := readProfiles(filepath.Join(dir, "nodes-"+strconv.Itoa(step.Nodes)), step.Profiles)
+	profiles, err := readCPUProfiles(filepath.Join(dir, "nodes-"+strconv.Itoa(step.Nodes)), step.Profiles)
 	return step.Nodes, profiles, err
 }
 
@@ -60,7 +60,7 @@ func perThousandNodesMinute(cpu, window time.Duration, nodes int) float64 {
 // categoryCost is the CPU of category in the processes of group at the
 // profiled step, per 1,000 nodes per minute.
 func (c NodeColumn) categoryCost(group, category string) float64 {
-	step, ok := profiledStep(c.Result)
+	step, ok := cpuProfiledStep(c.Result)
 	if !ok {
 		return math.NaN()
 	}
@@ -96,11 +96,11 @@ func (rep *Report) nodeCSV() [][]string {
 	return rows
 }
 
-// nodeProfileCSV is nodes-profile.csv.
-func (rep *Report) nodeProfileCSV() [][]string {
+// nodeCPUProfileCSV is nodes-profile.csv.
+func (rep *Report) nodeCPUProfileCSV() [][]string {
 	rows := [][]string{{"column", "nodes", "process", "category", "cpu_s_per_1000_nodes_per_min", "fraction_of_process"}}
 	for _, c := range rep.Nodes {
-		step, ok := profiledStep(c.Result)
+		step, ok := cpuProfiledStep(c.Result)
 		if !ok {
 			continue
 		}
@@ -138,10 +138,10 @@ func (rep *Report) nodeMarkdown(b *strings.Builder) {
 			figure(res.NodesPerCore, 0), figure(res.MarginalNodesPerCore, 0),
 			figure(res.APIServerHeapPerNode, 0), figure(res.EtcdHeapPerNode, 0), figure(simCores, 2))
 	}
-	rep.nodeProfileMarkdown(b)
+	rep.nodeCPUProfileMarkdown(b)
 }
 
-func (rep *Report) nodeProfileMarkdown(b *strings.Builder) {
+func (rep *Report) nodeCPUProfileMarkdown(b *strings.Builder) {
 	var cols []NodeColumn
 	for _, c := range rep.Nodes {
 		if len(c.Profiles) > 0 {

@@ -13,30 +13,31 @@ import (
 	"k1m.dev/k1m/bench/stats"
 )
 
-// ProcessProfile is the CPU breakdown of one process over a flood's window.
-type ProcessProfile struct {
+// ProcessCPUProfile is the CPU breakdown of one process over a flood's window.
+type ProcessCPUProfile struct {
 	Process string
 	Total   time.Duration
 	Shares  []cpuprofile.Share
 }
 
-// readProfiles breaks down the profiles controlplane.Profile wrote in dir.
-func readProfiles(dir string, processes []string) ([]ProcessProfile, error) {
+// readCPUProfiles breaks down the CPU profiles controlplane.CPUProfile wrote
+// in dir.
+func readCPUProfiles(dir string, processes []string) ([]ProcessCPUProfile, error) {
 	sort.Strings(processes)
-	var out []ProcessProfile
+	var out []ProcessCPUProfile
 	for _, p := range processes {
-		shares, total, err := cpuprofile.Breakdown(controlplane.ProfilePath(dir, p))
+		shares, total, err := cpuprofile.Breakdown(controlplane.CPUProfilePath(dir, p))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ProcessProfile{Process: p, Total: total, Shares: shares})
+		out = append(out, ProcessCPUProfile{Process: p, Total: total, Shares: shares})
 	}
 	return out, nil
 }
 
-// profileGroup is what a breakdown column adds up: kube-apiserver, or
+// cpuProfileGroup is what a breakdown column adds up: kube-apiserver, or
 // every etcd member.
-func profileGroup(process string) string {
+func cpuProfileGroup(process string) string {
 	if strings.HasPrefix(process, "etcd") {
 		return "etcd"
 	}
@@ -53,10 +54,10 @@ func (r LeaseRow) perUpdate(group, category string) float64 {
 }
 
 // categoryCPU is the CPU of category in the profiles of group's processes.
-func categoryCPU(profiles []ProcessProfile, group, category string) time.Duration {
+func categoryCPU(profiles []ProcessCPUProfile, group, category string) time.Duration {
 	var cpu time.Duration
 	for _, p := range profiles {
-		if profileGroup(p.Process) != group {
+		if cpuProfileGroup(p.Process) != group {
 			continue
 		}
 		for _, s := range p.Shares {
@@ -68,7 +69,7 @@ func categoryCPU(profiles []ProcessProfile, group, category string) time.Duratio
 	return cpu
 }
 
-func (rep *Report) profileCSV() [][]string {
+func (rep *Report) cpuProfileCSV() [][]string {
 	rows := [][]string{{"variant", "round", "process", "category", "cpu_us_per_update", "fraction_of_process"}}
 	for _, r := range rep.Lease {
 		for _, p := range r.Profiles {
@@ -84,9 +85,9 @@ func (rep *Report) profileCSV() [][]string {
 	return rows
 }
 
-// profileMarkdown is the breakdown table: one row per category and process
+// cpuProfileMarkdown is the breakdown table: one row per category and process
 // group, CPU-µs per update, median of rounds, per variant.
-func (rep *Report) profileMarkdown(b *strings.Builder) {
+func (rep *Report) cpuProfileMarkdown(b *strings.Builder) {
 	variants := uniq(rep.Lease, func(r LeaseRow) string { return r.Variant })
 	b.WriteString("\n## Where the CPU of a renewal goes (CPU profiles over the window; CPU-µs per update, median of rounds)\n\n")
 	b.WriteString("| process | category |")
@@ -120,7 +121,7 @@ func breakdownRows(b *strings.Builder, columns, digits int, cost func(i int, gro
 	}
 }
 
-func (rep *Report) profiled() bool {
+func (rep *Report) cpuProfiled() bool {
 	for _, r := range rep.Lease {
 		if len(r.Profiles) > 0 {
 			return true

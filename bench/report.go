@@ -96,7 +96,7 @@ type LeaseRow struct {
 	Variant  string
 	Round    int
 	Result   leaseflood.Result
-	Profiles []ProcessProfile `json:",omitempty"` // with --cpu-profiles
+	Profiles []ProcessCPUProfile `json:",omitempty"` // with --cpu-profiles
 }
 
 func (r LeaseRow) metrics() map[string]float64 {
@@ -204,8 +204,8 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
-	if rep.profiled() {
-		if err := writeCSV(filepath.Join(rep.Dir, "cpu-profile.csv"), rep.profileCSV()); err != nil {
+	if rep.cpuProfiled() {
+		if err := writeCSV(filepath.Join(rep.Dir, "cpu-profile.csv"), rep.cpuProfileCSV()); err != nil {
 			return err
 		}
 	}
@@ -222,7 +222,7 @@ func (rep *Report) writeCSVs() error {
 		if err := writeCSV(filepath.Join(rep.Dir, "nodes.csv"), rep.nodeCSV()); err != nil {
 			return err
 		}
-		if err := writeCSV(filepath.Join(rep.Dir, "nodes-profile.csv"), rep.nodeProfileCSV()); err != nil {
+		if err := writeCSV(filepath.Join(rep.Dir, "nodes-profile.csv"), rep.nodeCPUProfileCSV()); err != nil {
 			return err
 		}
 	}
@@ -311,8 +311,8 @@ func (rep *Report) Summary() string {
 			b.WriteString("\n")
 		}
 	}
-	if rep.profiled() {
-		rep.profileMarkdown(&b)
+	if rep.cpuProfiled() {
+		rep.cpuProfileMarkdown(&b)
 	}
 	if len(rep.Etcd) > 0 {
 		b.WriteString("\n## Lease flood straight to etcd (median of rounds; ratio = no-fsync / fsync)\n\n")

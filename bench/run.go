@@ -34,8 +34,9 @@ type Options struct {
 	Scenarios []string
 	Rounds    int  // alternating rounds of every variant
 	Ablation  bool // lease flood also on each single change over stock
-	// CPUProfiles: profile kube-apiserver and etcd over each lease flood's
-	// window and break the CPU down (profiles in runs/, table in summary).
+	// CPUProfiles: CPU-profile kube-apiserver and etcd over each lease
+	// flood's window and break the CPU down (CPU profiles in runs/, table
+	// in summary).
 	CPUProfiles bool
 
 	Lease leaseflood.Config
@@ -132,8 +133,8 @@ func runLease(ctx context.Context, o Options, variants map[string]controlplane.V
 			servers := leaseflood.Servers{APIServer: cp.APIServer, Etcd: cp.EtcdMembers()}
 			var profiled []string
 			if o.CPUProfiles {
-				servers.Profile = func(ctx context.Context, window time.Duration) (err error) {
-					profiled, err = cp.Profile(ctx, window, dir)
+				servers.CPUProfile = func(ctx context.Context, window time.Duration) (err error) {
+					profiled, err = cp.CPUProfile(ctx, window, dir)
 					return err
 				}
 			}
@@ -143,7 +144,7 @@ func runLease(ctx context.Context, o Options, variants map[string]controlplane.V
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			row := LeaseRow{Variant: name, Round: round + 1, Result: res}
-			if row.Profiles, err = readProfiles(dir, profiled); err != nil {
+			if row.Profiles, err = readCPUProfiles(dir, profiled); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			fmt.Fprintf(o.Progress, "  %s\n", row.Line())
@@ -190,25 +191,27 @@ func nodeColumns(variants map[string]controlplane.Variant, long time.Duration) (
 	}{
 		{Stock, config.DefaultRenewInterval}, {K1m, config.DefaultRenewInterval}, {Stock, long}, {K1m, long},
 	} {
-		profile, err := config.LeaseProfileFor(c.renew)
+		leaseProfile, err := config.LeaseProfileFor(c.renew)
 		if err != nil {
 			return nil, err
 		}
 		v := variants[c.base]
 		v.Name = fmt.Sprintf("%s-%v", c.base, c.renew)
-		v.ControllerArgs = append(append([]string{}, v.ControllerArgs...), "--node-monitor-grace-period="+profile.GracePeriod.String())
+		v.ControllerArgs = append(append([]string{}, v.ControllerArgs...), "--node-monitor-grace-period="+leaseProfile.GracePeriod.String())
 		if c.base == K1m { // patch 0003's flag; stock only has the grace period
-			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+profile.LeaseDuration.String())
+			v.ControllerArgs = append(v.ControllerArgs, "--node-lease-duration="+leaseProfile.LeaseDuration.String())
 		}
-		cols = append(cols, nodeColumn{base: c.base, variant: v, profile: profile})
+		cols = append(cols, nodeColumn{base: c.base, variant: v, leaseProfile: leaseProfile})
 	}
 	return cols, nil
 }
 
+// nodeColumn is one column of the node ramp: a variant with the lease
+// profile (renew interval, lease duration, grace period) of its interval.
 type nodeColumn struct {
-	base    string
-	variant controlplane.Variant
-	profile config.LeaseProfile
+	base         string
+	variant      controlplane.Variant
+	leaseProfile config.LeaseProfile
 }
 
 func runNodes(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error {
@@ -225,18 +228,18 @@ func runNodes(ctx context.Context, o Options, variants map[string]controlplane.V
 		}
 		cfg := o.Nodes
 		cfg.Self, cfg.CPUProfiles = o.Self, o.CPUProfiles
-		cfg.Simulator.RenewInterval, cfg.Simulator.LeaseDuration = col.profile.RenewInterval, col.profile.LeaseDuration
+		cfg.Simulator.RenewInterval, cfg.Simulator.LeaseDuration = col.leaseProfile.RenewInterval, col.leaseProfile.LeaseDuration
 		// Every node renews at least once inside a window, whatever its
 		// interval.
-		cfg.Hold = max(cfg.Hold, col.profile.RenewInterval)
+		cfg.Hold = max(cfg.Hold, col.leaseProfile.RenewInterval)
 		cfg.Progress, cfg.ProgressPrefix = o.Progress, fmt.Sprintf("nodes %s: ", name)
 		res, err := noderamp.Run(ctx, cp, dir, cfg)
 		cp.Discard()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		out := NodeColumn{Name: name, Variant: col.base, Renew: col.profile.RenewInterval, SimulatorCores: cfg.SimulatorCores, Result: res}
-		if out.ProfiledStep, out.Profiles, err = nodeProfiles(dir, res); err != nil {
+		out := NodeColumn{Name: name, Variant: col.base, Renew: col.leaseProfile.RenewInterval, SimulatorCores: cfg.SimulatorCores, Result: res}
+		if out.ProfiledStep, out.Profiles, err = nodeCPUProfiles(dir, res); err != nil {
 			return err
 		}
 		rep.Nodes = append(rep.Nodes, out)

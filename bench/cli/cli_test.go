@@ -1,11 +1,20 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"k1m.dev/k1m/bench"
+	"k1m.dev/k1m/bench/etcdflood"
+	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/noderamp"
+	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/pkg/config"
 )
 
 // tools are stand-ins for what k1m-build bench-tools builds.
@@ -20,7 +29,7 @@ func TestParseRunProfileDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Rounds != Profiles["full"].Rounds || o.Lease.Leases != 10000 {
+	if o.Rounds != BenchProfiles["full"].Rounds || o.Lease.Leases != 10000 {
 		t.Errorf("profile defaults not applied: rounds %d, leases %d", o.Rounds, o.Lease.Leases)
 	}
 	if o.Lease.Duration != 7*time.Second || o.Etcd.Duration != 7*time.Second {
@@ -87,5 +96,166 @@ func TestParseRunScaleOutNamesEachBadFlag(t *testing.T) {
 		if !strings.Contains(err.Error(), flag+" ") {
 			t.Errorf("error does not name %s:\n%v", flag, err)
 		}
+	}
+}
+
+func TestParseRunFlagsLeavesTheRestAtTheirDefaults(t *testing.T) {
+	o, err := ParseRunFlags(nil)
+	if err != nil || !reflect.DeepEqual(o, DefaultRunOptions()) {
+		t.Errorf("ParseRunFlags(nil) = %+v, %v\nwant %+v", o, err, DefaultRunOptions())
+	}
+	o, err = ParseRunFlags([]string{"--profile", "full", "--rounds", "2", "--watchers", "0", "--warmup", "0s", "--node-steps", "10,20",
+		"--k1m", "/k1m", "--stock-k1m", "/stock", "--deployed-nodes", "5", "--scaleout-server-memory", "4Gi", "--ablation=false"})
+	want := DefaultRunOptions()
+	want.BenchProfile, want.Rounds, want.Watchers, want.Warmup, want.NodeSteps, want.Ablation = "full", 2, 0, 0, "10,20", false
+	want.ScaleOut.K1M, want.ScaleOut.ServerMemory = "/k1m", "4Gi"
+	want.Deployed.StockK1M, want.Deployed.Nodes = "/stock", 5
+	if err != nil || !reflect.DeepEqual(o, want) {
+		t.Errorf("ParseRunFlags = %+v, %v\nwant %+v", o, err, want)
+	}
+}
+
+func TestRunOptionsDefaultFillsThePathsUnderOut(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 30, 5, 0, time.FixedZone("CET", 3600))
+	o := DefaultRunOptions()
+	o.BuildOut = "out"
+	o.Default(now)
+	want := DefaultRunOptions()
+	want.BuildOut, want.Results = "out", "out/bench/20261123-113005-quick"
+	want.ScaleOut.K1M, want.ScaleOut.ImagesDir = "out/bin/k1m", "out/images"
+	want.Deployed.K1M, want.Deployed.ImagesDir, want.Deployed.StockK1M = "out/bin/k1m", "out/images", "out/stock/bin/k1m"
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("Default:\n got %+v\nwant %+v", o, want)
+	}
+
+	// Given paths stay; the deployed scenario takes --k1m and --images-dir.
+	o = DefaultRunOptions()
+	o.Results, o.ScaleOut.K1M, o.ScaleOut.ImagesDir, o.Deployed.StockK1M = "/r", "/k1m", "/images", "/stock"
+	o.Default(now)
+	want = DefaultRunOptions()
+	want.Results, want.ScaleOut.K1M, want.ScaleOut.ImagesDir = "/r", "/k1m", "/images"
+	want.Deployed.K1M, want.Deployed.ImagesDir, want.Deployed.StockK1M = "/k1m", "/images", "/stock"
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("Default with paths given:\n got %+v\nwant %+v", o, want)
+	}
+}
+
+// validOptions are the defaults, completed, with the plotter in place.
+func validOptions(t *testing.T) RunOptions {
+	o := DefaultRunOptions()
+	o.Benchplot = tools(t)[1]
+	o.Default(time.Now())
+	return o
+}
+
+func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
+	cases := []struct {
+		name string
+		set  func(*RunOptions)
+		want string
+	}{
+		{"unknown profile, alone", func(o *RunOptions) { o.BenchProfile, o.Rounds = "huge", -1 },
+			`--profile "huge": want quick or full`},
+		{"negative overrides", func(o *RunOptions) { o.Rounds, o.Leases, o.Workers = -1, -5, -2 },
+			"--rounds -1: want a positive number, or leave it out for the bench profile's default\n" +
+				"--leases -5: want a positive number, or leave it out for the bench profile's default\n" +
+				"--workers -2: want a positive number, or leave it out for the bench profile's default"},
+		{"node steps out of order", func(o *RunOptions) { o.NodeSteps = "5000,1000" },
+			"--node-steps \"5000,1000\": want ascending positive node counts, e.g. 2000,5000,10000\n" +
+				"--node-steps is empty: want ascending node counts, e.g. 2000,5000,10000"},
+		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
+			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
+		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed`},
+		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
+			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
+		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
+			"--long-renew 1.5s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
+		{"negative node hold", func(o *RunOptions) { o.NodeHold = -5 * time.Second },
+			"--node-hold -5s: want a window of at least one renew interval, e.g. 20s (0: the bench profile's)"},
+		{"more workers than leases", func(o *RunOptions) { o.Leases, o.Workers = 10, 20 },
+			"--workers 20: want 1 to --leases (10), e.g. 64"},
+		{"negative warm-up is the bench profile's", func(o *RunOptions) { o.Warmup, o.Watchers = -2*time.Second, -3 }, ""},
+		{"simulator without CPU", func(o *RunOptions) { o.SimulatorCPU = 0 },
+			"--simulator-cpu 0: want the simulator's CPU cap in cores, more than 0, e.g. 0.5"},
+		{"simulator CPU unchecked without the node ramp", func(o *RunOptions) { o.SimulatorCPU, o.Scenarios = 0, "lease" }, ""},
+		{"no plotter", func(o *RunOptions) { o.Benchplot = "" },
+			"--benchplot is empty: give the path k1m-build bench-tools built (make bench does)"},
+		{"scaleout: too few renewers", func(o *RunOptions) {
+			o.Scenarios, o.Workers, o.ScaleOut.DataRoot = "scaleout", 2, "relative"
+			o.ScaleOut.K1M, o.ScaleOut.ImagesDir = "/nonexistent/k1m", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": stat /nonexistent/k1m: no such file or directory (make build writes _output/bin/k1m)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)\n" +
+			"--scaleout-data-root \"relative\": want an absolute directory other than /, e.g. /var/lib/k1m-bench-scaleout" +
+			rootNeeded("scaleout") +
+			"\n--workers 2: scaleout spreads the renewers over up to 3 API servers: want at least 3"},
+		{"deployed", func(o *RunOptions) {
+			o.Scenarios, o.Deployed.Nodes = "deployed", 0
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)\n" +
+			"--deployed-nodes 0: want at least 1, e.g. 2000" + rootNeeded("deployed")},
+		{"valid", func(o *RunOptions) {}, ""},
+	}
+	for _, tc := range cases {
+		o := validOptions(t)
+		tc.set(&o)
+		err := o.Validate()
+		if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+			t.Errorf("%s: Validate() =\n%v\nwant\n%s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// rootNeeded is the error of a scenario that runs local clusters, unless
+// the test runs as root.
+func rootNeeded(scenario string) string {
+	if os.Geteuid() == 0 {
+		return ""
+	}
+	return "\n--scenarios " + scenario + ": needs root (it runs local clusters: network namespaces, cgroups, containerd)"
+}
+
+func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick := BenchProfiles["quick"]
+	o := validOptions(t)
+	got, err := o.Complete()
+	want := bench.Options{Results: o.Results, BuildOut: "_output", Self: self, Scenarios: []string{"lease", "etcd", "nodes", "watchcache"},
+		Rounds: 1, Ablation: true, CPUProfiles: true, Lease: quick.Lease, Etcd: quick.Etcd,
+		Nodes: noderamp.Config{Steps: []int{4000}, Hold: 20 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
+			Simulator: nodesim.Defaults(), SimulatorCores: 0.6},
+		LongRenew: 40 * time.Second, WatchBenchtime: "300ms", WatchCount: 1,
+		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Benchplot: o.Benchplot, Progress: os.Stdout}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
+	}
+
+	// The full profile, every override given.
+	o = validOptions(t)
+	o.BenchProfile, o.Scenarios, o.Ablation, o.CPUProfiles = "full", "nodes, lease", false, false
+	o.Rounds, o.Leases, o.Workers, o.Watchers, o.Duration, o.Warmup = 2, 500, 50, 0, 7*time.Second, 0
+	o.NodeSteps, o.NodeHold, o.LongRenew, o.SimulatorCPU, o.WatchBenchtime = "10, 20", 45*time.Second, 20*time.Second, 1.5, "2x"
+	got, err = o.Complete()
+	full := BenchProfiles["full"]
+	want = bench.Options{Results: o.Results, BuildOut: "_output", Self: self, Scenarios: []string{"nodes", "lease"},
+		Rounds: 2, Lease: leaseflood.Config{Leases: 500, Workers: 50, Watchers: 0, Warmup: 0, Duration: 7 * time.Second},
+		Etcd: etcdflood.Config{Keys: full.Etcd.Keys, Clients: full.Etcd.Clients, Workers: full.Etcd.Workers, Warmup: 0, Duration: 7 * time.Second},
+		Nodes: noderamp.Config{Steps: []int{10, 20}, Hold: 45 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
+			Simulator: nodesim.Defaults(), SimulatorCores: 1.5},
+		LongRenew: 20 * time.Second, WatchBenchtime: "2x", WatchCount: 5,
+		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Benchplot: o.Benchplot, Progress: os.Stdout}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)
+	}
+
+	// An invalid run resolves to nothing.
+	o.Leases = -1
+	if got, err := o.Complete(); err == nil || !reflect.DeepEqual(got, bench.Options{}) {
+		t.Errorf("Complete() of --leases -1 = %+v, %v; want no run and an error", got, err)
 	}
 }

@@ -18,16 +18,16 @@ import (
 	"k1m.dev/k1m/bench/cpuprofile"
 )
 
-// ProfilePath is where Profile writes the CPU profile of one process.
-func ProfilePath(dir, process string) string {
+// CPUProfilePath is where CPUProfile writes the CPU profile of one process.
+func CPUProfilePath(dir, process string) string {
 	return filepath.Join(dir, process+".cpu.pprof")
 }
 
-// Profile captures CPU profiles of kube-apiserver (its --profiling is on:
+// CPUProfile captures CPU profiles of kube-apiserver (its --profiling is on:
 // upstream's default, which the benchmark keeps) and of every etcd member
 // (started with --pprof) over window, at the same time, into dir. It
 // returns the processes profiled.
-func (cp *ControlPlane) Profile(ctx context.Context, window time.Duration, dir string) ([]string, error) {
+func (cp *ControlPlane) CPUProfile(ctx context.Context, window time.Duration, dir string) ([]string, error) {
 	apiClient, err := rest.HTTPClientFor(cp.Config)
 	if err != nil {
 		return nil, err
@@ -38,12 +38,12 @@ func (cp *ControlPlane) Profile(ctx context.Context, window time.Duration, dir s
 	}
 	targets := map[string]func() error{
 		"kube-apiserver": func() error {
-			return cpuprofile.Capture(ctx, apiClient, cp.Config.Host+"/debug/pprof/profile", window, ProfilePath(dir, "kube-apiserver"))
+			return cpuprofile.Capture(ctx, apiClient, cp.Config.Host+"/debug/pprof/profile", window, CPUProfilePath(dir, "kube-apiserver"))
 		},
 	}
 	for name, port := range cp.etcdPorts() {
 		targets[name] = func() error {
-			return cpuprofile.Capture(ctx, etcdClient, EtcdURL(port)+"/debug/pprof/profile", window, ProfilePath(dir, name))
+			return cpuprofile.Capture(ctx, etcdClient, EtcdURL(port)+"/debug/pprof/profile", window, CPUProfilePath(dir, name))
 		}
 	}
 	var wg sync.WaitGroup

@@ -77,9 +77,9 @@ type Result struct {
 type Servers struct {
 	APIServer *proc.Process
 	Etcd      []*proc.Process
-	// Profile, if set, is started when the window opens and given its
+	// CPUProfile, if set, is started when the window opens and given its
 	// length (CPU profiles of the processes); Run waits for it.
-	Profile func(ctx context.Context, window time.Duration) error
+	CPUProfile func(ctx context.Context, window time.Duration) error
 }
 
 // Clients says which API server each client of a flood talks to.
@@ -107,14 +107,14 @@ func Run(ctx context.Context, restCfg *rest.Config, servers Servers, cfg Config)
 	probe := func() error {
 		u, err := usage(servers)
 		edges = append(edges, u)
-		if len(edges) == 1 && servers.Profile != nil {
-			go func() { profiled <- servers.Profile(ctx, cfg.Duration) }()
+		if len(edges) == 1 && servers.CPUProfile != nil {
+			go func() { profiled <- servers.CPUProfile(ctx, cfg.Duration) }()
 		}
 		return err
 	}
 	one := []*rest.Config{restCfg}
 	r, err := RunSpread(ctx, Clients{Workers: one, Watchers: one}, cfg, probe)
-	if servers.Profile != nil && len(edges) > 0 {
+	if servers.CPUProfile != nil && len(edges) > 0 {
 		err = errors.Join(err, <-profiled)
 	}
 	if err != nil {

@@ -339,7 +339,7 @@ func profileWindow(ctx context.Context, cp *controlplane.ControlPlane, window ti
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return cp.Profile(ctx, window, dir)
+	return cp.CPUProfile(ctx, window, dir)
 }
 
 // windowReading is what happened between two readings.

@@ -1,19 +1,20 @@
 //go:build linux
 
-package etcd
+package nofsync
 
 // TestMeasureNoFsyncPlacement measures where the no-fsync member's data
 // directory is best kept: on disk (wiped at every start, today's default)
 // or on a tmpfs (under /run). It never runs by default; run it, as root,
 // with
 //
-//	K1M_NOFSYNC_MEASURE=1 GOWORK=off go test ./pkg/etcd \
+//	K1M_NOFSYNC_MEASURE=1 GOWORK=off go test ./bench/nofsync \
 //	    -run TestMeasureNoFsyncPlacement -v -timeout 30m
 //
-// The member is started by this package's Start, with the Member the server
+// The member is started by pkg/etcd's Start, with the Member the server
 // gives its no-fsync etcd (NoFsync, default quota, TLS with client
 // certificates on ::1), in a child process (this test binary run again), so
-// that its CPU time and memory are its own, apart from the load's.
+// that its CPU time and memory are its own, apart from the load's; they,
+// the load's CPU and the machine's are read with bench/proc.
 //
 // The load is kubelets' node Lease renewals as kube-apiserver writes them:
 // a Lease of a realistic size (a coordination.k8s.io/v1 Lease with a
@@ -51,6 +52,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +77,10 @@ import (
 	"go.etcd.io/etcd/client/v3/kubernetes"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"k1m.dev/k1m/bench/proc"
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/pki"
 )
 
 const (
@@ -184,7 +190,7 @@ func nfmParams(t *testing.T) nfmParameters {
 	switch e := str("K1M_NOFSYNC_CHILD_ENV", ""); e {
 	case "none":
 	case "":
-		p.childEnv = []string{"GOGC=800", "GOMEMLIMIT=" + strconv.FormatInt(nfmMeminfo()["MemTotal"]*9/10, 10)}
+		p.childEnv = []string{"GOGC=800", "GOMEMLIMIT=" + strconv.FormatInt(proc.ReadMeminfo()["MemTotal"]*9/10, 10)}
 	default:
 		p.childEnv = strings.Fields(e)
 	}
@@ -263,12 +269,12 @@ func nfmLease(t *testing.T, node string) []byte {
 
 // nfmChild runs the member described by spec until its stdin closes.
 func nfmChild(t *testing.T, spec string) {
-	var m Member
+	var m etcd.Member
 	if err := json.Unmarshal([]byte(spec), &m); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	r, err := Start(ctx, m)
+	r, err := etcd.Start(ctx, m)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -291,13 +297,13 @@ type nfmHarness struct {
 	t                    *testing.T
 	p                    nfmParameters
 	base                 string
-	serverTLS, clientTLS TLS
+	serverTLS, clientTLS etcd.TLS
 	valueBytes           int
 }
 
 // nfmMember is a started child member and its client.
 type nfmMember struct {
-	m       Member
+	m       etcd.Member
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	pid     int
@@ -311,10 +317,10 @@ func (h *nfmHarness) start(name, dir string) *nfmMember {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := DiscardData(dir); err != nil { // what the server does at every start
+	if err := etcd.DiscardData(dir); err != nil { // what the server does at every start
 		t.Fatal(err)
 	}
-	m := Member{Name: "ephemeral", DataDir: dir, Host: "::1", Port: freePortPair(t), NoFsync: true, TLS: h.serverTLS}
+	m := etcd.Member{Name: "nofsync", DataDir: dir, Host: "::1", Port: freePortPair(t), NoFsync: true, TLS: h.serverTLS}
 	spec, _ := json.Marshal(m)
 	logPath := filepath.Join(h.base, name+".etcd.log")
 	logFile, err := os.Create(logPath)
@@ -533,26 +539,22 @@ type nfmRound struct {
 func (h *nfmHarness) round(placement, dir, name string) nfmRound {
 	t := h.t
 	syscall.Sync() // every round starts with no dirty pages of another
-	before := nfmMeminfo()
+	before := proc.ReadMeminfo()
 	t.Logf("round %s: %s (%s)", name, dir, nfmFSType(dir))
 	n := h.start(name, dir)
 	l := h.load(n, h.p.rate)
-	dev := nfmDevice(dir)
+	dev := proc.BlockDevice(dir)
 	sampler := nfmSample(dev)
 	time.Sleep(h.p.warmup)
 
-	u0, c0, w0 := l.updates.Load(), nfmCPU(n.pid), nfmIOWrites(n.pid)
-	self0, dw0 := nfmSelfCPU(), nfmDevWritten(dev)
-	busy0, iow0 := nfmMachineCPU()
+	u0, c0 := l.updates.Load(), nfmRead(n.pid, dev)
 	sampler.mark()
 	l.measuring.Store(true)
 	t0 := time.Now()
 	time.Sleep(h.p.window)
 	l.measuring.Store(false)
 	secs := time.Since(t0).Seconds()
-	u1, c1, w1 := l.updates.Load(), nfmCPU(n.pid), nfmIOWrites(n.pid)
-	self1, dw1 := nfmSelfCPU(), nfmDevWritten(dev)
-	busy1, iow1 := nfmMachineCPU()
+	u1, c1 := l.updates.Load(), nfmRead(n.pid, dev)
 	win := sampler.window()
 	l.stop()
 	sampler.stop()
@@ -560,8 +562,8 @@ func (h *nfmHarness) round(placement, dir, name string) nfmRound {
 		t.Errorf("round %s: first error: %v", name, e)
 	}
 	r := nfmRound{name: name, placement: placement, startup: n.startup, updates: u1 - u0, secs: secs,
-		etcdCPU: c1 - c0, loadCPU: self1 - self0, busyCPU: busy1 - busy0, iowait: iow1 - iow0,
-		dirtyMax: win.dirtyMax, dirtyMean: win.dirtyMean, wbMax: win.wbMax, wbMean: win.wbMean, devWritten: dw1 - dw0, etcdWrites: w1 - w0,
+		etcdCPU: c1.etcdCPU - c0.etcdCPU, loadCPU: c1.loadCPU - c0.loadCPU, busyCPU: c1.busyCPU - c0.busyCPU, iowait: c1.iowait - c0.iowait,
+		dirtyMax: win.dirtyMax, dirtyMean: win.dirtyMean, wbMax: win.wbMax, wbMean: win.wbMean, devWritten: c1.devWritten - c0.devWritten, etcdWrites: c1.etcdWrites - c0.etcdWrites,
 		conflicts: l.conflicts.Load(), errors: l.errors.Load(), events: l.events.Load()}
 	var all []time.Duration
 	for _, w := range l.lat {
@@ -572,7 +574,7 @@ func (h *nfmHarness) round(placement, dir, name string) nfmRound {
 		r.p50, r.p99, r.p999, r.max = all[len(all)/2], all[len(all)*99/100], all[len(all)*999/1000], all[len(all)-1]
 	}
 	r.sizes = h.sizes(n, dir)
-	after := nfmMeminfo()
+	after := proc.ReadMeminfo()
 	if placement == "tmpfs" {
 		r.memDelta = after["Shmem"] - before["Shmem"]
 	} else {
@@ -582,7 +584,7 @@ func (h *nfmHarness) round(placement, dir, name string) nfmRound {
 	n.stop(t)
 	r.slowApplies = n.slowApplies()
 	began := time.Now()
-	if err := DiscardData(dir); err != nil {
+	if err := etcd.DiscardData(dir); err != nil {
 		t.Error(err)
 	}
 	r.wipe = time.Since(began)
@@ -591,6 +593,25 @@ func (h *nfmHarness) round(placement, dir, name string) nfmRound {
 		t.Errorf("round %s: %s is on %s after the round, not the %s placement: the round is void", name, dir, got, placement)
 	}
 	return r
+}
+
+// nfmCounters are what a round reads when its window opens and closes:
+// counters since the start of etcd, of this process, of the machine.
+type nfmCounters struct {
+	etcdCPU, loadCPU, busyCPU, iowait float64 // seconds
+	etcdWrites                        int64   // /proc/PID/io write_bytes of etcd
+	devWritten                        int64   // bytes written to the disk's device
+}
+
+// nfmRead reads the counters of the etcd child pid and of device dev.
+func nfmRead(pid int, dev string) nfmCounters {
+	etcdUsage, _ := proc.ReadUsage(pid)
+	writes, _ := proc.ReadWriteBytes(pid)
+	self, _ := proc.SelfCPU()
+	devWritten := proc.DeviceWritten(dev)
+	busy, iowait, _ := proc.ReadMachineCPU()
+	return nfmCounters{etcdCPU: etcdUsage.CPU.Seconds(), loadCPU: self.Seconds(), busyCPU: busy.Seconds(), iowait: iowait.Seconds(),
+		etcdWrites: writes, devWritten: devWritten}
 }
 
 func (r nfmRound) rate() float64 { return float64(r.updates) / r.secs }
@@ -644,7 +665,7 @@ func (h *nfmHarness) summarize(rs []nfmRound) {
 func (h *nfmHarness) churn(placement, dir string) {
 	t := h.t
 	syscall.Sync()
-	before := nfmMeminfo()
+	before := proc.ReadMeminfo()
 	name := "churn-" + placement
 	t.Logf("%s: %d cycles of %d updates, each ended by kube-apiserver's compaction (to the revision of the previous one)", name, h.p.churnCycles, h.p.churnInterval)
 	t.Logf("%s: %s (%s)", name, dir, nfmFSType(dir))
@@ -652,7 +673,7 @@ func (h *nfmHarness) churn(placement, dir string) {
 	l := h.load(n, 0)
 	ctx := context.Background()
 	mem := func() int64 {
-		m := nfmMeminfo()
+		m := proc.ReadMeminfo()
 		if placement == "tmpfs" {
 			return m["Shmem"] - before["Shmem"]
 		}
@@ -709,7 +730,7 @@ func (h *nfmHarness) churn(placement, dir string) {
 	n.stop(t)
 	t.Logf("%s: after the member stopped: memory growth %s; slow-apply warnings %d", name, nfmMiB(mem()), n.slowApplies())
 	began = time.Now()
-	if err := DiscardData(dir); err != nil {
+	if err := etcd.DiscardData(dir); err != nil {
 		t.Error(err)
 	}
 	t.Logf("%s: wipe %s; memory growth after it %s", name, time.Since(began).Round(time.Microsecond), nfmMiB(mem()))
@@ -773,19 +794,11 @@ func (h *nfmHarness) sizes(n *nfmMember, dir string) nfmSizes {
 
 // nfmRSS is the process's resident memory: total (anonymous, file, shmem).
 func nfmRSS(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	r, err := proc.ReadResident(pid)
 	if err != nil {
 		return "?"
 	}
-	kb := map[string]int64{}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && (strings.HasPrefix(f[0], "Rss") || f[0] == "VmRSS:") {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			kb[strings.TrimSuffix(f[0], ":")] = v << 10
-		}
-	}
-	return fmt.Sprintf("%s (%s/%s/%s)", nfmMiB(kb["VmRSS"]), nfmMiB(kb["RssAnon"]), nfmMiB(kb["RssFile"]), nfmMiB(kb["RssShmem"]))
+	return fmt.Sprintf("%s (%s/%s/%s)", nfmMiB(r.Total), nfmMiB(r.Anon), nfmMiB(r.File), nfmMiB(r.Shmem))
 }
 
 // nfmSampler reads Dirty and Writeback every 500 ms.
@@ -807,16 +820,16 @@ type nfmSampleAt struct {
 }
 
 func nfmSample(dev string) *nfmSampler {
-	s := &nfmSampler{dev: dev, dev0: nfmDevWritten(dev), done: make(chan struct{}), began: time.Now(), traceEvery: 5 * time.Second}
+	s := &nfmSampler{dev: dev, dev0: proc.DeviceWritten(dev), done: make(chan struct{}), began: time.Now(), traceEvery: 5 * time.Second}
 	s.stopped.Add(1)
 	go func() {
 		defer s.stopped.Done()
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			m := nfmMeminfo()
+			m := proc.ReadMeminfo()
 			s.mu.Lock()
-			s.samples = append(s.samples, nfmSampleAt{at: time.Since(s.began), dirty: m["Dirty"], wb: m["Writeback"], devOut: nfmDevWritten(s.dev) - s.dev0})
+			s.samples = append(s.samples, nfmSampleAt{at: time.Since(s.began), dirty: m["Dirty"], wb: m["Writeback"], devOut: proc.DeviceWritten(s.dev) - s.dev0})
 			s.mu.Unlock()
 			select {
 			case <-s.done:
@@ -874,113 +887,6 @@ func (s *nfmSampler) trace() string {
 	return b.String()
 }
 
-// nfmMeminfo reads /proc/meminfo in bytes.
-func nfmMeminfo() map[string]int64 {
-	out := map[string]int64{}
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		if len(f) == 3 && f[2] == "kB" {
-			v <<= 10
-		}
-		out[strings.TrimSuffix(f[0], ":")] = v
-	}
-	return out
-}
-
-// nfmCPU is a process's user+system CPU seconds.
-func nfmCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// after the command: state(0) ... utime(11) stime(12), in clock ticks
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
-}
-
-// nfmIOWrites is the bytes a process caused to be written to storage
-// (page cache it dirtied on a file system with a device; 0 on a tmpfs).
-func nfmIOWrites(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// nfmSelfCPU is this process's CPU seconds (the load and the watch).
-func nfmSelfCPU() float64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-// nfmMachineCPU is the machine's busy and iowait CPU seconds (busy counts
-// the kernel's writeback threads, which no process is charged for).
-func nfmMachineCPU() (busy, iowait float64) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
-	v := func(i int) float64 { x, _ := strconv.ParseFloat(f[i], 64); return x / 100 }
-	// cpu user nice system idle iowait irq softirq steal
-	return v(1) + v(2) + v(3) + v(6) + v(7) + v(8), v(5)
-}
-
-// nfmDevice is the /proc/diskstats name of the block device holding dir
-// ("" for a tmpfs or an unknown device).
-func nfmDevice(dir string) string {
-	var st unix.Stat_t
-	if unix.Stat(dir, &st) != nil {
-		return ""
-	}
-	major, minor := unix.Major(st.Dev), unix.Minor(st.Dev)
-	data, _ := os.ReadFile("/proc/diskstats")
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 10 && f[0] == strconv.FormatUint(uint64(major), 10) && f[1] == strconv.FormatUint(uint64(minor), 10) {
-			return f[2]
-		}
-	}
-	return ""
-}
-
-// nfmDevWritten is the bytes written to a device since boot.
-func nfmDevWritten(dev string) int64 {
-	if dev == "" {
-		return 0
-	}
-	data, _ := os.ReadFile("/proc/diskstats")
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 10 && f[2] == dev {
-			sectors, _ := strconv.ParseInt(f[9], 10, 64)
-			return sectors * 512
-		}
-	}
-	return 0
-}
-
 // nfmFSType names the file system of dir, or of its nearest existing parent.
 func nfmFSType(dir string) string {
 	var st unix.Statfs_t
@@ -1010,3 +916,44 @@ func nfmSysctl(name string) string {
 func nfmMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func nfmMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// freePortPair is a client port on ::1 whose next port (the peer's) is
+// free too.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if l2, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port+1))); err == nil {
+			l2.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair on ::1")
+	return 0
+}
+
+// certs issues the member's serving certificate and a client certificate
+// (kube-apiserver's) from a CA in dir, as the server's are.
+func certs(t *testing.T, dir string) (server, client etcd.TLS) {
+	t.Helper()
+	ca, err := pki.LoadOrCreateCA(dir, "etcd-ca", "k1m-etcd-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCert, srvKey, err := ca.LoadOrIssue(dir, pki.Leaf{Name: "etcd-server", CommonName: "etcd", Server: true, Client: true,
+		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv6loopback, net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliCert, cliKey, err := ca.LoadOrIssue(dir, pki.Leaf{Name: "apiserver-etcd-client", CommonName: "kube-apiserver", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "etcd-ca.crt")
+	return etcd.TLS{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}, etcd.TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: caFile}
+}

@@ -1,0 +1,347 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k1m.dev/k1m/bench"
+	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/etcdflood"
+	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/noderamp"
+	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/bench/scaleout"
+	"k1m.dev/k1m/pkg/config"
+)
+
+// BenchProfile is a set of defaults of a run (--profile); not the lease
+// profile of a renew interval (config.LeaseProfile), nor a CPU profile.
+type BenchProfile struct {
+	Rounds         int
+	Lease          leaseflood.Config
+	Etcd           etcdflood.Config
+	NodeSteps      []int
+	NodeHold       time.Duration
+	WatchBenchtime string
+	WatchCount     int
+}
+
+// BenchProfiles: quick fits make bench's ~10 minutes on 2 cores; full
+// repeats more and ramps the nodes further.
+var BenchProfiles = map[string]BenchProfile{
+	"quick": {
+		Rounds:         1,
+		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 5 * time.Second, Duration: 20 * time.Second},
+		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 3 * time.Second, Duration: 15 * time.Second},
+		NodeSteps:      []int{4000},
+		NodeHold:       20 * time.Second,
+		WatchBenchtime: "300ms",
+		WatchCount:     1,
+	},
+	"full": {
+		Rounds:         3,
+		Lease:          leaseflood.Config{Leases: 10000, Workers: 64, Watchers: 8, Warmup: 10 * time.Second, Duration: 60 * time.Second},
+		Etcd:           etcdflood.Config{Keys: 10000, Clients: 8, Workers: 256, Warmup: 5 * time.Second, Duration: 30 * time.Second},
+		NodeSteps:      []int{4000, 8000, 12000, 16000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000},
+		NodeHold:       30 * time.Second,
+		WatchBenchtime: "1s",
+		WatchCount:     5,
+	},
+}
+
+// RunOptions are the flags of `k1m-bench run` as given. The numbers,
+// durations and lists the bench profile sets are left at a value that
+// means "the bench profile's": 0, empty, or -1 where 0 is a setting (--watchers,
+// --warmup).
+type RunOptions struct {
+	BenchProfile   string // --profile: a key of BenchProfiles
+	Results        string // empty: Default names a folder under BuildOut
+	BuildOut       string // --out
+	Scenarios      string // comma-separated
+	Ablation       bool
+	CPUProfiles    bool
+	Rounds         int
+	Leases         int
+	Workers        int
+	Watchers       int
+	Duration       time.Duration
+	Warmup         time.Duration
+	NodeSteps      string // comma-separated
+	NodeHold       time.Duration
+	LongRenew      time.Duration
+	SimulatorCPU   float64
+	WatchBenchtime string
+	Benchplot      string
+	// ScaleOut holds --k1m, --images-dir, --scaleout-data-root and
+	// --scaleout-server-memory; Deployed holds --stock-k1m,
+	// --deployed-nodes and --deployed-data-root (its K1M and ImagesDir
+	// are ScaleOut's, copied by Default).
+	ScaleOut scaleout.Options
+	Deployed deployed.Options
+}
+
+// DefaultRunOptions are the flags' defaults.
+func DefaultRunOptions() RunOptions {
+	return RunOptions{
+		BenchProfile: "quick",
+		BuildOut:     "_output",
+		Scenarios:    strings.Join(bench.DefaultScenarios, ","),
+		Ablation:     true,
+		CPUProfiles:  true,
+		Watchers:     -1,
+		Warmup:       -1,
+		LongRenew:    40 * time.Second,
+		SimulatorCPU: 0.6,
+		ScaleOut:     scaleout.Options{DataRoot: scaleout.DefaultDataRoot, ServerMemory: scaleout.DefaultServerMemory},
+		Deployed:     deployed.Options{Nodes: deployed.DefaultNodes, DataRoot: deployed.DefaultDataRoot},
+	}
+}
+
+// AddFlags binds o to fs; o's values are the flags' defaults.
+func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.BenchProfile, "profile", o.BenchProfile, "bench profile, the defaults: quick (make bench) or full (make bench-full)")
+	fs.StringVar(&o.Results, "results", o.Results, "results folder (default _output/bench/<UTC time>-<bench profile>)")
+	fs.StringVar(&o.BuildOut, "out", o.BuildOut, "where make build and make build-stock put the binaries")
+	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout and deployed, local clusters, only when named)")
+	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
+	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
+	fs.IntVar(&o.Leases, "leases", o.Leases, "Leases renewed in the lease flood (bench profile's default)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "lease flood renewers (bench profile's default)")
+	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches on the Leases (bench profile's default)")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured window of each flood (bench profile's default)")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each window (bench profile's default)")
+	fs.StringVar(&o.NodeSteps, "node-steps", o.NodeSteps, "node counts of the node ramp, e.g. 2000,5000,10000 (bench profile's default)")
+	fs.DurationVar(&o.NodeHold, "node-hold", o.NodeHold, "measured window at each node step, at least one renew interval (bench profile's default)")
+	fs.DurationVar(&o.LongRenew, "long-renew", o.LongRenew, "renew interval of the node ramp's long-lease columns")
+	fs.Float64Var(&o.SimulatorCPU, "simulator-cpu", o.SimulatorCPU, "the node simulator's CPU cap, in cores (its CPU is reported apart)")
+	fs.StringVar(&o.WatchBenchtime, "watch-benchtime", o.WatchBenchtime, "go test -benchtime of the watch cache benchmarks (bench profile's default)")
+	fs.StringVar(&o.Benchplot, "benchplot", o.Benchplot, "the plotting program (k1m-build bench-tools builds bench/cmd/benchplot)")
+	fs.StringVar(&o.ScaleOut.K1M, "k1m", o.ScaleOut.K1M, "scaleout, deployed: the k1m binary (default OUT/bin/k1m, which make build writes)")
+	fs.StringVar(&o.ScaleOut.ImagesDir, "images-dir", o.ScaleOut.ImagesDir, "scaleout, deployed: the image archives the nodes import (default OUT/images, which make images writes)")
+	fs.StringVar(&o.Deployed.StockK1M, "stock-k1m", o.Deployed.StockK1M, "deployed: the stock build's k1m binary (default OUT/stock/bin/k1m, which make build-stock writes)")
+	fs.IntVar(&o.Deployed.Nodes, "deployed-nodes", o.Deployed.Nodes, "deployed: Nodes the node status flood registers and updates")
+	fs.StringVar(&o.Deployed.DataRoot, "deployed-data-root", o.Deployed.DataRoot, "deployed: the clusters' data, one directory each, emptied before each starts")
+	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
+	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
+}
+
+// ParseRun parses, defaults, checks and completes the flags of
+// `k1m-bench run`.
+func ParseRun(args []string) (bench.Options, error) {
+	o, err := ParseRunFlags(args)
+	if err != nil {
+		return bench.Options{}, err
+	}
+	o.Default(time.Now())
+	return o.Complete()
+}
+
+// ParseRunFlags parses args into the flags' defaults.
+func ParseRunFlags(args []string) (RunOptions, error) {
+	o := DefaultRunOptions()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse(args)
+	return o, err
+}
+
+// Default fills the paths left empty: the binaries and images where make
+// build, make build-stock and make images put them under --out, the
+// deployed scenario's k1m and images from --k1m and --images-dir, and a
+// results folder named after now and the bench profile.
+func (o *RunOptions) Default(now time.Time) {
+	if o.ScaleOut.K1M == "" {
+		o.ScaleOut.K1M = filepath.Join(o.BuildOut, "bin", "k1m")
+	}
+	if o.ScaleOut.ImagesDir == "" {
+		o.ScaleOut.ImagesDir = filepath.Join(o.BuildOut, "images")
+	}
+	o.Deployed.K1M, o.Deployed.ImagesDir = o.ScaleOut.K1M, o.ScaleOut.ImagesDir
+	if o.Deployed.StockK1M == "" {
+		o.Deployed.StockK1M = filepath.Join(o.BuildOut, "stock", "bin", "k1m")
+	}
+	if o.Results == "" {
+		o.Results = filepath.Join(o.BuildOut, "bench", now.UTC().Format("20060102-150405")+"-"+o.BenchProfile)
+	}
+}
+
+// Validate checks every flag and reports all problems at once, each
+// naming its flag and the valid form. The numbers are checked as the run
+// would use them: the bench profile's unless a flag overrides them.
+func (o RunOptions) Validate() error {
+	p, ok := BenchProfiles[o.BenchProfile]
+	if !ok {
+		return fmt.Errorf("--profile %q: want quick or full", o.BenchProfile)
+	}
+	errs := []error{
+		requireOverride("--rounds", o.Rounds), requireOverride("--leases", o.Leases), requireOverride("--workers", o.Workers),
+	}
+	if o.NodeSteps != "" {
+		_, err := parseSteps(o.NodeSteps)
+		errs = append(errs, err)
+	}
+	_, err := parseScenarios(o.Scenarios)
+	errs = append(errs, err)
+	c := o.resolve(p)
+	if c.Rounds < 1 {
+		errs = append(errs, fmt.Errorf("--rounds %d: want at least 1", c.Rounds))
+	}
+	if _, err := config.LeaseProfileFor(o.LongRenew); err != nil {
+		errs = append(errs, fmt.Errorf("--long-renew %v: want whole seconds from 1s to %v, e.g. 40s", o.LongRenew, config.MaxRenewInterval))
+	}
+	if o.NodeHold < 0 {
+		errs = append(errs, fmt.Errorf("--node-hold %v: want a window of at least one renew interval, e.g. 20s (0: the bench profile's)", o.NodeHold))
+	}
+	errs = append(errs, c.Lease.Validate(), c.Etcd.Validate(), checkTools(c), checkScaleOut(c), checkDeployed(c))
+	if slices.Contains(c.Scenarios, "nodes") {
+		errs = append(errs, c.Nodes.Validate())
+	}
+	return errors.Join(errs...)
+}
+
+// Complete validates o and resolves the run it asks for: the bench profile's
+// settings with the flags' overrides, and this binary (etcd and the node
+// simulator run as its subcommands). Run reads only this.
+func (o RunOptions) Complete() (bench.Options, error) {
+	if err := o.Validate(); err != nil {
+		return bench.Options{}, err
+	}
+	c := o.resolve(BenchProfiles[o.BenchProfile])
+	self, err := os.Executable()
+	c.Self = self
+	return c, err
+}
+
+// resolve is the run o asks for on bench profile p: p's settings, each
+// overridden by its flag when that is given (a negative number is left
+// out: Validate reports it), and the lists parsed (nil when they do not
+// parse).
+func (o RunOptions) resolve(p BenchProfile) bench.Options {
+	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
+		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed,
+		Benchplot: o.Benchplot, Progress: os.Stdout}
+	override(&c.Rounds, o.Rounds)
+	override(&c.Lease.Leases, o.Leases)
+	override(&c.Lease.Workers, o.Workers)
+	if o.Watchers >= 0 {
+		c.Lease.Watchers = o.Watchers
+	}
+	if o.Duration > 0 {
+		c.Lease.Duration, c.Etcd.Duration = o.Duration, o.Duration
+	}
+	if o.Warmup >= 0 {
+		c.Lease.Warmup, c.Etcd.Warmup = o.Warmup, o.Warmup
+	}
+	if o.NodeHold > 0 {
+		c.Nodes.Hold = o.NodeHold
+	}
+	if o.WatchBenchtime != "" {
+		c.WatchBenchtime = o.WatchBenchtime
+	}
+	if o.NodeSteps != "" {
+		c.Nodes.Steps, _ = parseSteps(o.NodeSteps)
+	}
+	c.Scenarios, _ = parseScenarios(o.Scenarios)
+	return c
+}
+
+// nodeRamp is the node ramp of bench profile p; the renew interval and lease
+// duration are each column's.
+func nodeRamp(p BenchProfile, simulatorCPU float64) noderamp.Config {
+	return noderamp.Config{Steps: p.NodeSteps, Hold: p.NodeHold, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
+		SimulatorCores: simulatorCPU, Simulator: nodesim.Defaults()}
+}
+
+// override sets dst from a flag whose zero value means "the bench profile's";
+// a negative value is requireOverride's error and leaves dst.
+func override(dst *int, v int) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+// requireOverride checks a flag whose zero value means "the bench profile's".
+func requireOverride(flag string, v int) error {
+	if v < 0 {
+		return fmt.Errorf("%s %d: want a positive number, or leave it out for the bench profile's default", flag, v)
+	}
+	return nil
+}
+
+// checkTools wants the plotting program before anything starts.
+func checkTools(o bench.Options) error {
+	if o.Benchplot == "" {
+		return errors.New("--benchplot is empty: give the path k1m-build bench-tools built (make bench does)")
+	}
+	if _, err := os.Stat(o.Benchplot); err != nil {
+		return fmt.Errorf("--benchplot %s: %v (k1m-build bench-tools builds it)", o.Benchplot, err)
+	}
+	return nil
+}
+
+// checkScaleOut checks the scaleout scenario's needs, when it is chosen,
+// before anything starts: its paths, root (network namespaces, cgroups,
+// containerd, as make cluster), and renewers for three API servers.
+func checkScaleOut(o bench.Options) error {
+	if !slices.Contains(o.Scenarios, "scaleout") {
+		return nil
+	}
+	errs := []error{o.ScaleOut.Validate()}
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("--scenarios scaleout: needs root (it runs local clusters: network namespaces, cgroups, containerd)"))
+	}
+	if o.Lease.Workers < 3 {
+		errs = append(errs, fmt.Errorf("--workers %d: scaleout spreads the renewers over up to 3 API servers: want at least 3", o.Lease.Workers))
+	}
+	return errors.Join(errs...)
+}
+
+// checkDeployed checks the deployed scenario's needs when it is chosen:
+// both binaries, the images, root (it runs local clusters).
+func checkDeployed(o bench.Options) error {
+	if !slices.Contains(o.Scenarios, "deployed") {
+		return nil
+	}
+	errs := []error{o.Deployed.Validate()}
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("--scenarios deployed: needs root (it runs local clusters: network namespaces, cgroups, containerd)"))
+	}
+	return errors.Join(errs...)
+}
+
+func parseSteps(s string) ([]int, error) {
+	var steps []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || (len(steps) > 0 && n <= steps[len(steps)-1]) {
+			return nil, fmt.Errorf("--node-steps %q: want ascending positive node counts, e.g. 2000,5000,10000", s)
+		}
+		steps = append(steps, n)
+	}
+	return steps, nil
+}
+
+func parseScenarios(s string) ([]string, error) {
+	known := map[string]bool{}
+	for _, k := range bench.Scenarios {
+		known[k] = true
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !known[f] {
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", f, strings.Join(bench.Scenarios, ","))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
