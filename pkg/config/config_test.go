@@ -366,3 +366,19 @@ func TestRenamedFlagsStillWork(t *testing.T) {
 		}
 	}
 }
+
+// An old and a current name are one setting: the command line wins over
+// the file whichever name each uses, and the file may not give both.
+func TestRenamedFlagsAreOneSetting(t *testing.T) {
+	s, err := parse(t, "no-fsync-data-dir: /from/file\n", "--ephemeral-data-dir=/from/flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NoFsyncDataDir != "/from/flag" {
+		t.Errorf("--ephemeral-data-dir on the command line, no-fsync-data-dir in the file: %q, want the command line's", s.NoFsyncDataDir)
+	}
+	_, err = parse(t, "no-fsync-data-dir: /a\nephemeral-data-dir: /b\n")
+	if err == nil || !strings.Contains(err.Error(), "key no-fsync-data-dir is given twice (lines 1 and 2)") {
+		t.Errorf("both names in the file: %v", err)
+	}
+}

@@ -49,15 +49,20 @@ func ApplyFile(fs *pflag.FlagSet, path string, explicit bool) error {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		key, value := top.Content[i], top.Content[i+1]
-		if line, dup := seen[key.Value]; dup {
-			return fmt.Errorf("--config %s: key %s is given twice (lines %d and %d): give it once", path, key.Value, line, key.Line)
+		// A renamed flag's old and current names are one setting.
+		setting := key.Value
+		if current, renamed := RenamedFlags[setting]; renamed {
+			setting = current
 		}
-		seen[key.Value] = key.Line
+		if line, dup := seen[setting]; dup {
+			return fmt.Errorf("--config %s: key %s is given twice (lines %d and %d): give it once", path, setting, line, key.Line)
+		}
+		seen[setting] = key.Line
 		flag := fs.Lookup(key.Value)
 		if flag == nil || key.Value == "config" {
 			return fmt.Errorf("--config %s: unknown key %q; the keys are the flag names: %s", path, key.Value, flagNames(fs))
 		}
-		if flag.Changed {
+		if changedOnCommandLine(fs, setting) {
 			continue // the command line wins
 		}
 		if err := setFromFile(fs, flag, value); err != nil {
@@ -139,4 +144,18 @@ func flagNames(fs *pflag.FlagSet) string {
 		}
 	})
 	return strings.Join(names, ", ")
+}
+
+// changedOnCommandLine tells whether the flag named setting, or an old
+// name of it (RenamedFlags), was given.
+func changedOnCommandLine(fs *pflag.FlagSet, setting string) bool {
+	if f := fs.Lookup(setting); f != nil && f.Changed {
+		return true
+	}
+	for old, current := range RenamedFlags {
+		if f := fs.Lookup(old); current == setting && f != nil && f.Changed {
+			return true
+		}
+	}
+	return false
 }

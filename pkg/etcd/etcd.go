@@ -1,5 +1,5 @@
 // Package etcd runs the embedded etcd members of a k1m server: a durable
-// one (fsync on) for everything, and an no-fsync one (no fsync) that holds
+// one (fsync on) for everything, and a no-fsync one (no fsync) that holds
 // only Events and Leases, wired into kube-apiserver with
 // --etcd-servers-overrides. Both listen on loopback and require client
 // certificates; a server's own kube-apiserver may reach them over a unix

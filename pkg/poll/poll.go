@@ -17,8 +17,14 @@ import (
 )
 
 // Stop wraps an error a check returns to end the wait at once with it
-// (a process that exited, a refusal that will not change).
-func Stop(err error) error { return &stopError{err} }
+// (a process that exited, a refusal that will not change). A nil error
+// (a process that ended without one) still ends the wait as a failure.
+func Stop(err error) error {
+	if err == nil {
+		err = errors.New("stopped without an error before the condition held")
+	}
+	return &stopError{err}
+}
 
 type stopError struct{ err error }
 

@@ -77,3 +77,10 @@ func TestAPIServerReady(t *testing.T) {
 		t.Fatal("no server: nil")
 	}
 }
+
+func TestStopWithoutAnErrorStillFails(t *testing.T) {
+	err := Until(context.Background(), time.Millisecond, time.Minute, "x", func(context.Context) error { return Stop(nil) })
+	if err == nil || err.Error() != "stopped without an error before the condition held" {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -178,9 +178,9 @@ func TestLocalSocketOnlyWithEveryStoreEmbedded(t *testing.T) {
 		t.Errorf("localSocket = %q, want %q", got, want)
 	}
 	s.cfg.DataDir = "/" + strings.Repeat("d", etcd.MaxSocketPath-len("/etcd-sockets/no-fsync.sock"))
-	for _, store := range []string{"durable", "nofsync"} { // both or neither
+	for _, store := range []string{"durable", "no-fsync"} { // both or neither
 		if got := s.localSocket(store); got != "" {
-			t.Errorf("an no-fsync socket path of 108 bytes: %s %q, want none", store, got)
+			t.Errorf("a no-fsync socket path of 108 bytes: %s %q, want none", store, got)
 		}
 	}
 	want := "a unix socket under --data-dir " + s.cfg.DataDir + " would be 108 bytes long, over the 107 a socket path takes"

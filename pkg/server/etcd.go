@@ -43,7 +43,7 @@ func (s *Server) durableMember(c *certs) etcd.Member {
 
 func (s *Server) noFsyncMember(c *certs) etcd.Member {
 	return s.clusterMember(etcd.Member{Name: "nofsync", DataDir: s.cfg.NoFsyncDataDir, Host: "::1", Port: s.cfg.NoFsyncEtcdPort, NoFsync: true,
-		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("nofsync")})
+		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("no-fsync")})
 }
 
 // EtcdSocketDir is where a server's embedded etcds serve its own
@@ -210,9 +210,16 @@ const legacyNoFsyncDir = "etcd-ephemeral"
 // earlier release, when the no-fsync etcd now lives elsewhere: its data
 // would be discarded at this start anyway.
 func (s *Server) removeLegacyNoFsyncDir() error {
-	old := filepath.Join(s.cfg.DataDir, legacyNoFsyncDir)
-	if old == s.cfg.NoFsyncDataDir {
-		return nil // given as --no-fsync-data-dir: in use
+	old, err := filepath.Abs(filepath.Join(s.cfg.DataDir, legacyNoFsyncDir))
+	if err != nil {
+		return err
+	}
+	inUse, err := filepath.Abs(s.cfg.NoFsyncDataDir)
+	if err != nil {
+		return err
+	}
+	if within(inUse, old) || within(old, inUse) {
+		return nil // given as --no-fsync-data-dir, or around it: in use
 	}
 	if _, err := os.Stat(old); err != nil {
 		return nil
@@ -358,4 +365,10 @@ func (s *Server) forgetReset() error {
 		return err
 	}
 	return nil
+}
+
+// within tells whether path is dir or lies inside it (both absolute).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

@@ -18,6 +18,8 @@ func TestRemoveLegacyNoFsyncDir(t *testing.T) {
 	}{
 		{"default directory now etcd-nofsync", "etcd-nofsync", true},
 		{"old directory given as the flag", "etcd-ephemeral", false},
+		{"old directory given with a trailing slash", "etcd-ephemeral/", false},
+		{"a directory inside the old one given", "etcd-ephemeral/tmpfs", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
