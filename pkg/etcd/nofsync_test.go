@@ -36,7 +36,7 @@ func TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 		m.NoFsync = true
 		ms = append(ms, m)
 	}
-	start := func(m Member) *Running {
+	start := func(m Member) *NoFsyncMember {
 		t.Helper()
 		if err := DiscardData(m.DataDir); err != nil {
 			t.Fatal(err)
@@ -47,7 +47,7 @@ func TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 		}
 		return r
 	}
-	running := make([]*Running, len(ms))
+	running := make([]*NoFsyncMember, len(ms))
 	for i, m := range ms {
 		running[i] = start(m)
 	}
@@ -76,7 +76,7 @@ func TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
 	for _, r := range running {
 		r.Stop()
 	}
-	running = []*Running{start(ms[2])}
+	running = []*NoFsyncMember{start(ms[2])}
 	requireMembers(ctx, t, ms[2], clientTLS, []string{"server-c"})
 	running = append(running, start(ms[0]))
 	requireMembers(ctx, t, ms[2], clientTLS, []string{"server-a", "server-c"})

@@ -306,27 +306,13 @@ func Restore(path string, m Member) (kept string, err error) {
 	if err := VerifySnapshot(path); err != nil {
 		return "", err
 	}
-	cfg, err := config(m)
-	if err != nil {
-		return "", err
-	}
 	staging := m.DataDir + ".restoring"
 	if err := os.RemoveAll(staging); err != nil {
 		return "", err
 	}
-	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath:        path,
-		Name:                m.Name,
-		OutputDataDir:       staging,
-		PeerURLs:            []string{cfg.AdvertisePeerUrls[0].String()},
-		InitialCluster:      cfg.InitialCluster,
-		InitialClusterToken: cfg.InitialClusterToken,
-		RevisionBump:        restoreRevisionBump,
-		MarkCompacted:       true,
-	})
-	if err != nil {
+	if err := restoreRaised(path, m, staging, restoreRevisionBump); err != nil {
 		os.RemoveAll(staging)
-		return "", fmt.Errorf("restoring %s: %w", path, err)
+		return "", err
 	}
 	if _, err := os.Stat(m.DataDir); err == nil {
 		kept = fmt.Sprintf("%s.before-restore-%d", m.DataDir, time.Now().Unix())
@@ -342,4 +328,29 @@ func Restore(path string, m Member) (kept string, err error) {
 		return "", err
 	}
 	return kept, nil
+}
+
+// restoreRaised restores the snapshot at path into dir as m's data, the
+// only member of a new cluster, its revision raised by bump and marked
+// compacted below that: watchers resuming at an older revision are told
+// to list again.
+func restoreRaised(path string, m Member, dir string, bump uint64) error {
+	cfg, err := config(m)
+	if err != nil {
+		return err
+	}
+	err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        path,
+		Name:                m.Name,
+		OutputDataDir:       dir,
+		PeerURLs:            []string{cfg.AdvertisePeerUrls[0].String()},
+		InitialCluster:      cfg.InitialCluster,
+		InitialClusterToken: cfg.InitialClusterToken,
+		RevisionBump:        bump,
+		MarkCompacted:       true,
+	})
+	if err != nil {
+		return fmt.Errorf("restoring %s: %w", path, err)
+	}
+	return nil
 }
