@@ -81,7 +81,7 @@ func (n *NoFsyncMember) enter(ctx context.Context) error {
 		}
 		r, g, err := n.attempt(ctx)
 		if err == nil {
-			n.install(ctx, r, g)
+			n.install(r, g)
 			return nil
 		}
 		if !errors.Is(err, errGroupAlive) && !errors.Is(err, ErrGenerationMoved) {

@@ -36,6 +36,14 @@ type NoFsyncMember struct {
 	interval, quorumLoss time.Duration
 }
 
+// LoneNoFsync is the no-fsync member r of a lone server: a group of one
+// that nothing replaces, its generations those of the server's starts.
+func LoneNoFsync(r *Running) *NoFsyncMember {
+	n := &NoFsyncMember{member: r.Member, report: func(string) {}, errc: make(chan error, 1)}
+	n.install(r, Generation{})
+	return n
+}
+
 // Member is what the member serves as (the same across replacements).
 func (n *NoFsyncMember) Member() Member { return n.member }
 
@@ -84,7 +92,7 @@ func (n *NoFsyncMember) hookContext() context.Context {
 }
 
 // install makes r, in generation g, the current member.
-func (n *NoFsyncMember) install(ctx context.Context, r *Running, g Generation) {
+func (n *NoFsyncMember) install(r *Running, g Generation) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.stopped {
@@ -223,6 +231,12 @@ func (n *NoFsyncMember) check(ctx context.Context) (memberState, string) {
 // Current returns nil when the member is in the recorded generation and
 // its group takes writes, else why not: k1m's readiness check.
 func (n *NoFsyncMember) Current(ctx context.Context) error {
+	if n.durable == nil { // a lone server's
+		if n.Running() == nil {
+			return errors.New("the no-fsync member is stopped")
+		}
+		return nil
+	}
 	g, err := ReadGeneration(ctx, n.durable)
 	if err != nil {
 		return err

@@ -134,8 +134,8 @@ func TestAPIServerArgsOfOneStore(t *testing.T) {
 // A server's own members serve its kube-apiserver on local sockets,
 // without TLS: no etcd TLS flags.
 func TestAPIServerArgsOverLocalSockets(t *testing.T) {
-	durable := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2379, LocalSocket: "/d/etcd-sockets/durable.sock"}}
-	noFsync := &etcd.Running{Member: etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/no-fsync.sock"}}
+	durable := &etcd.Member{Host: "::1", Port: 2379, LocalSocket: "/d/etcd-sockets/durable.sock"}
+	noFsync := &etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/no-fsync.sock"}
 	stores, ok := socketStores(durable, noFsync)
 	if !ok {
 		t.Fatal("two members with sockets: not reached over them")
@@ -153,9 +153,9 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 	}
 	// A member without a socket (a data directory too deep, an external
 	// etcd): TLS for every store, kube-apiserver having one TLS setting.
-	for name, ms := range map[string][2]*etcd.Running{
-		"no-fsync without a socket": {durable, {Member: etcd.Member{Host: "::1", Port: 2381}}},
-		"durable without a socket":  {{Member: etcd.Member{Host: "::1", Port: 2379}}, noFsync},
+	for name, ms := range map[string][2]*etcd.Member{
+		"no-fsync without a socket": {durable, {Host: "::1", Port: 2381}},
+		"durable without a socket":  {{Host: "::1", Port: 2379}, noFsync},
 		"external durable":          {nil, noFsync},
 	} {
 		if _, ok := socketStores(ms[0], ms[1]); ok {

@@ -112,7 +112,7 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 // them half-written, and they hold only Leases and Events, which every
 // kubelet and component writes again within one renew interval). The
 // durable one gets its start housekeeping (alarms, defragmentation).
-func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.Running, error) {
+func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.NoFsyncMember, error) {
 	durableMember, noFsyncMember := s.durableMember(c), s.noFsyncMember(c)
 	embedDurable, embedNoFsync := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalNoFsync) == 0 && flavor.SeparateNoFsyncStore
 	oneStore := !flavor.SeparateNoFsyncStore && len(s.cfg.ExternalNoFsync) == 0
@@ -232,31 +232,55 @@ func (s *Server) removeLegacyNoFsyncDir() error {
 }
 
 // startNoFsync starts the no-fsync etcd, empty: for a server of several
-// in the others' no-fsync cluster (etcd.StartNoFsync), which the
-// durable store (durable, or nil: the external etcd) records.
-func (s *Server) startNoFsync(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
+// in the current no-fsync group (etcd.StartNoFsync), which the durable
+// store (durable, or nil: the external etcd) records, and kept in the
+// current group for as long as the server runs (etcd.NoFsyncMember's
+// Follow, on a client of the durable store closed when ctx ends).
+func (s *Server) startNoFsync(ctx context.Context, durable *etcd.Running, m etcd.Member) (*etcd.NoFsyncMember, error) {
 	if !s.member.clustered {
-		return etcd.Start(ctx, m)
+		r, err := etcd.Start(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		return etcd.LoneNoFsync(r), nil
 	}
 	endpoints, tls := s.durableClientTarget(durable)
 	cli, err := etcd.NewClient(endpoints, tls)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	return etcd.StartNoFsync(ctx, cli, m, EtcdClientTLS(s.cfg.DataDir), func(msg string) { s.step("%s", msg) })
+	n, err := etcd.StartNoFsync(ctx, cli, m, EtcdClientTLS(s.cfg.DataDir), func(msg string) { s.step("%s", msg) })
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	go func() {
+		n.Follow(ctx)
+		cli.Close()
+	}()
+	return n, nil
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the
 // server does: the alarm and disk watches of both, and scheduled snapshots.
-func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable, noFsync *etcd.Running) {
-	for _, r := range []*etcd.Running{durable, noFsync} {
-		if r == nil {
-			continue // an external etcd: the operator's to watch
-		}
-		report := func(msg string) { klog.Errorf("k1m server: %s", msg) }
+func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable *etcd.Running, noFsync *etcd.NoFsyncMember) {
+	report := func(msg string) { klog.Errorf("k1m server: %s", msg) }
+	watch := func(ctx context.Context, r *etcd.Running) {
 		go r.WatchAlarms(ctx, alarmCheckInterval, report)
 		go r.WatchDisk(ctx, diskCheckInterval, report)
+	}
+	// An external etcd is the operator's to watch.
+	if durable != nil {
+		watch(ctx, durable)
+	}
+	if noFsync != nil {
+		// Each member that replaces it gets its own watches (they end
+		// with the member, or with the server).
+		noFsync.OnStart(func(mctx context.Context, r *etcd.Running) {
+			wctx, cancel := context.WithCancel(ctx)
+			context.AfterFunc(mctx, cancel)
+			watch(wctx, r)
+		})
 	}
 	switch {
 	case durable == nil:

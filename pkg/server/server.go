@@ -195,9 +195,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		failed = err
 	case err := <-agentDone:
 		failed = fmt.Errorf("node agent: %w", err)
-	case err := <-errOf(local.durable):
+	case err := <-local.durableErr():
 		failed = fmt.Errorf("durable etcd: %w", err)
-	case err := <-errOf(local.noFsync):
+	case err := <-local.noFsyncErr():
 		failed = fmt.Errorf("no-fsync etcd: %w", err)
 	case <-ctx.Done():
 	}

@@ -16,22 +16,34 @@ import (
 
 // etcds are the server's own etcd members: both nil on an
 // API-server-only server (--disable-etcd).
-type etcds struct{ durable, noFsync *etcd.Running }
+type etcds struct {
+	durable *etcd.Running
+	noFsync *etcd.NoFsyncMember
+}
 
 func (e etcds) stop() {
-	for _, r := range []*etcd.Running{e.durable, e.noFsync} {
-		if r != nil {
-			r.Stop()
-		}
+	if e.noFsync != nil {
+		e.noFsync.Stop()
+	}
+	if e.durable != nil {
+		e.durable.Stop()
 	}
 }
 
-// errOf is a member's fatal error channel; nil (never ready) without one.
-func errOf(r *etcd.Running) <-chan error {
-	if r == nil {
+// durableErr and noFsyncErr are the members' fatal error channels; nil
+// (never ready) without one.
+func (e etcds) durableErr() <-chan error {
+	if e.durable == nil {
 		return nil
 	}
-	return r.Err()
+	return e.durable.Err()
+}
+
+func (e etcds) noFsyncErr() <-chan error {
+	if e.noFsync == nil {
+		return nil
+	}
+	return e.noFsync.Err()
 }
 
 // phaseStores starts this server's etcds with their housekeeping, or on
@@ -60,7 +72,7 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 		return etcds{}, etcdStores{}, err
 	}
 	s.phaseHousekeeping(ctx, c, durable, noFsync)
-	if stores, ok := socketStores(durable, noFsync); ok {
+	if stores, ok := socketStores(memberOf(durable), noFsyncMemberOf(noFsync)); ok {
 		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is this user's alone)", filepath.Dir(durable.Member.LocalSocket))
 		return etcds{durable, noFsync}, stores, nil
 	}
@@ -69,7 +81,7 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 		stores.durable = []string{durable.Member.ClientURL()}
 	}
 	if noFsync != nil {
-		stores.noFsync = []string{noFsync.Member.ClientURL()}
+		stores.noFsync = []string{noFsync.Member().ClientURL()}
 	}
 	if _, err := s.socketDir(); err != nil {
 		s.step("kube-apiserver reaches its etcds over TLS on loopback: %v", err)
@@ -82,15 +94,31 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 // TLS, so that a write does not pay TLS at both ends of a loopback
 // connection (whoever can open the sockets could read the etcd client
 // key as well).
-func socketStores(durable, noFsync *etcd.Running) (etcdStores, bool) {
-	if durable == nil || durable.Member.LocalSocket == "" || (noFsync != nil && noFsync.Member.LocalSocket == "") {
+func socketStores(durable, noFsync *etcd.Member) (etcdStores, bool) {
+	if durable == nil || durable.LocalSocket == "" || (noFsync != nil && noFsync.LocalSocket == "") {
 		return etcdStores{}, false
 	}
-	stores := etcdStores{durable: []string{durable.Member.LocalURL()}}
+	stores := etcdStores{durable: []string{durable.LocalURL()}}
 	if noFsync != nil {
-		stores.noFsync = []string{noFsync.Member.LocalURL()}
+		stores.noFsync = []string{noFsync.LocalURL()}
 	}
 	return stores, true
+}
+
+// memberOf and noFsyncMemberOf describe a running member (nil: none).
+func memberOf(r *etcd.Running) *etcd.Member {
+	if r == nil {
+		return nil
+	}
+	return &r.Member
+}
+
+func noFsyncMemberOf(n *etcd.NoFsyncMember) *etcd.Member {
+	if n == nil {
+		return nil
+	}
+	m := n.Member()
+	return &m
 }
 
 // remoteEtcdFile keeps, on an API-server-only server, the durable etcd
