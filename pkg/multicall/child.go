@@ -19,12 +19,7 @@ const childStopDelay = 30 * time.Second
 // signal context. Its end is reported on done, as an in-process
 // component's is.
 func childProcess(ctx context.Context, name string, args []string, done chan error) <-chan error {
-	self, err := os.Executable()
-	if err != nil {
-		done <- fmt.Errorf("%s: locating this binary: %w", name, err)
-		return done
-	}
-	cmd := childCommand(ctx, self, name, args)
+	cmd := childCommand(ctx, selfBinary(), name, args)
 	if err := cmd.Start(); err != nil {
 		done <- fmt.Errorf("%s: %w", name, err)
 		return done

@@ -104,11 +104,7 @@ func (c Supervised) loop(ctx context.Context) {
 func (c Supervised) runOnce(ctx context.Context) string {
 	binary := c.binary
 	if binary == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return "not started: locating this binary: " + err.Error()
-		}
-		binary = self
+		binary = selfBinary()
 	}
 	cmd := childCommand(ctx, binary, c.Name, c.Args)
 	cmd.Env = append(os.Environ(), c.Env...) // a later entry wins over an inherited one
@@ -119,4 +115,21 @@ func (c Supervised) runOnce(ctx context.Context) string {
 		return err.Error()
 	}
 	return "exit status 0"
+}
+
+// selfBinary is the program this process runs: its path while that path
+// still names it (the child is then called k1m in ps and ss, as its
+// server is), else /proc/self/exe. An upgrade that replaced the file must
+// not start a newer controller-manager beside this server's older
+// kube-apiserver (the version skew policy forbids it) before the server
+// itself restarts.
+func selfBinary() string {
+	if exe, err := os.Executable(); err == nil {
+		named, err1 := os.Stat(exe)
+		running, err2 := os.Stat("/proc/self/exe")
+		if err1 == nil && err2 == nil && os.SameFile(named, running) {
+			return exe
+		}
+	}
+	return "/proc/self/exe"
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"reflect"
@@ -36,6 +37,9 @@ type start struct {
 func TestMain(m *testing.M) {
 	if record := os.Getenv(fakeRecordEnv); record != "" {
 		os.Exit(fakeComponent(record, os.Getenv(fakeModeEnv)))
+	}
+	if mode, ok := os.LookupEnv(selfBinaryModeEnv); ok {
+		os.Exit(printSelfBinary(mode))
 	}
 	os.Exit(m.Run())
 }
@@ -253,5 +257,51 @@ func TestExitString(t *testing.T) {
 	want := "kube-scheduler ended (exit status 1) after 1.235s; starting it again in 2s"
 	if got := e.String(); got != want {
 		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// With selfBinaryModeEnv set, the test binary prints selfBinary, after
+// removing its own file when the mode is "replaced".
+const selfBinaryModeEnv = "K1M_TEST_SELF_BINARY"
+
+func printSelfBinary(mode string) int {
+	if mode == "replaced" {
+		exe, _ := os.Executable()
+		if err := os.Remove(exe); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	fmt.Print(selfBinary())
+	return 0
+}
+
+func TestSelfBinaryIsThePathUntilTheFileIsReplaced(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mode, want string }{{"same", "COPY"}, {"replaced", "/proc/self/exe"}} {
+		copyPath := filepath.Join(t.TempDir(), "k1m")
+		if err := os.WriteFile(copyPath, data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(copyPath)
+		cmd.Env = append(os.Environ(), selfBinaryModeEnv+"="+tc.mode)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		want := tc.want
+		if want == "COPY" {
+			want = copyPath
+		}
+		if string(out) != want {
+			t.Errorf("%s: selfBinary() = %q, want %q", tc.mode, out, want)
+		}
 	}
 }
