@@ -6,10 +6,14 @@
 // in the shape kubeadm gives it. Every difference is a constant or a
 // function here (flavor_k1m.go, flavor_stock.go); the rest of the code
 // reads them and compiles in both flavours. `make verify` vets both.
+// In both, kube-controller-manager and kube-scheduler are supervised child
+// processes (multicall.Supervise): they exit when they lose their leader
+// election, and the server starts them again.
 //
 //	what                      k1m                       stock
 //	Name                      "k1m"                     "stock"
-//	ComponentsInOneProcess    yes (patch 0005)          no: child processes
+//	ComponentsInOneProcess    kube-apiserver and the    no: child processes
+//	                          kubelet (patch 0005)
 //	SeparateNoFsyncStore      yes: Events, Leases in    no: one etcd with fsync
 //	                          the no-fsync etcd         for every resource
 //	LocalEtcdSockets          yes: unix sockets         no: TLS on loopback

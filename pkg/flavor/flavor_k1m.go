@@ -12,9 +12,10 @@ import (
 // Name is the flavour's name, as `k1m-build --flavor` spells it.
 const Name = "k1m"
 
-// ComponentsInOneProcess: kube-apiserver, the controller-manager, the
-// scheduler and the kubelet run as goroutines of the k1m process (patch
-// 0005 shares one signal context among them).
+// ComponentsInOneProcess: kube-apiserver, the kubelet and kube-proxy run
+// as goroutines of the k1m process (patch 0005 shares one signal context
+// among them). The controller-manager and scheduler are child processes
+// in both flavours (pkg/server phaseControllers).
 const ComponentsInOneProcess = true
 
 // SeparateNoFsyncStore: Events and Leases live in a second etcd that does

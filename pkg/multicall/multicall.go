@@ -92,8 +92,10 @@ func Run(name string, args []string) int {
 // returned channel. The k1m build runs it in this process, in a goroutine
 // (patch 0005 lets components share the signal context); the stock build,
 // whose components each set up their own, runs it as a child process of
-// this binary (child.go; pkg/flavor says which), so that `make cluster FLAVOR=stock` starts
-// the unpatched components the same way.
+// this binary (child.go; pkg/flavor says which), so that `make cluster
+// FLAVOR=stock` starts the unpatched components the same way. A
+// component that must outlive its own end (the leader-elected ones, which
+// exit when they lose their election) is run with Supervise instead.
 func Start(ctx context.Context, name string, args []string) <-chan error {
 	done := make(chan error, 1)
 	if _, ok := components[name]; !ok {

@@ -2,7 +2,10 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"runtime/debug"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -113,4 +116,63 @@ func (s *Server) phaseMemory() error {
 	s.step("confined to cgroup %s with %s of memory: starting again in it, so that the Go runtime sizes itself from the limit", s.memory.Cgroup, gib(s.memory.Limit))
 	env := append(os.Environ(), envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
 	return multicall.ExecSelf(env)
+}
+
+// The server's Go memory limit (patch 0002: 90% of the control plane's
+// limit; or the operator's GOMEMLIMIT) is shared by the three Go runtimes
+// in its cgroup: this process (kube-apiserver, both etcds, the kubelet,
+// kube-proxy, k1m's own controllers) and its two children. Left alone,
+// each child would size itself from the whole limit. Percent of the limit
+// each child gets; this process keeps the rest (60%). The children hold
+// informer caches of the objects they act on (the controller-manager
+// more kinds, the scheduler Nodes and Pods), a fraction of what
+// kube-apiserver's watch caches and the etcds hold.
+const (
+	controllerManagerGoMemoryPercent = 25
+	schedulerGoMemoryPercent         = 15
+)
+
+// goMemoryShares is each Go runtime's GOMEMLIMIT in bytes; all 0 when the
+// server has no Go memory limit (the stock build with no GOMEMLIMIT, or
+// K1M_RUNTIME_TUNING=off): then neither do its children.
+type goMemoryShares struct {
+	Server, ControllerManager, Scheduler int64
+}
+
+func shareGoMemory(limit int64) goMemoryShares {
+	if limit <= 0 || limit == math.MaxInt64 {
+		return goMemoryShares{}
+	}
+	kcm := limit / 100 * controllerManagerGoMemoryPercent
+	sched := limit / 100 * schedulerGoMemoryPercent
+	return goMemoryShares{Server: limit - kcm - sched, ControllerManager: kcm, Scheduler: sched}
+}
+
+// shareGoMemory lowers this process's Go memory limit to its share before
+// the children start, and returns every share.
+func (s *Server) shareGoMemory() goMemoryShares {
+	shares := shareGoMemory(debug.SetMemoryLimit(-1))
+	if shares.Server == 0 {
+		s.step("Go memory limit: none, so none for kube-controller-manager and kube-scheduler either")
+		return shares
+	}
+	debug.SetMemoryLimit(shares.Server)
+	s.step("%s", shares)
+	return shares
+}
+
+func (g goMemoryShares) String() string {
+	return fmt.Sprintf("Go memory limit %s shared: this process %s, kube-controller-manager %s, kube-scheduler %s (GOMEMLIMIT)",
+		mib(g.Server+g.ControllerManager+g.Scheduler), mib(g.Server), mib(g.ControllerManager), mib(g.Scheduler))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+
+// goMemoryLimitEnv is a child's environment for its share; the Go runtime
+// reads GOMEMLIMIT at start, and patch 0002 keeps a GOMEMLIMIT it finds.
+func goMemoryLimitEnv(limit int64) []string {
+	if limit == 0 {
+		return nil
+	}
+	return []string{"GOMEMLIMIT=" + strconv.FormatInt(limit, 10)}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"reflect"
 	"testing"
 )
@@ -43,5 +44,39 @@ func TestMemoryPlanLogLine(t *testing.T) {
 	want := "memory: machine 24.0 GiB; control plane limit 6.0 GiB (a quarter of the machine, at least 2 GiB and at most half: the server shares it with pods), in cgroup /k1m-control-plane/n1; the node's kubelet reserves it (kube-reserved), so pods are not scheduled into it"
 	if got := p.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestShareGoMemory(t *testing.T) {
+	const gi = int64(1) << 30
+	for _, tc := range []struct {
+		limit int64
+		want  goMemoryShares
+	}{
+		{10 * gi, goMemoryShares{Server: 10*gi - 10*gi/100*25 - 10*gi/100*15, ControllerManager: 10 * gi / 100 * 25, Scheduler: 10 * gi / 100 * 15}},
+		{math.MaxInt64, goMemoryShares{}}, // the Go runtime's "no limit"
+		{0, goMemoryShares{}},
+	} {
+		got := shareGoMemory(tc.limit)
+		if got != tc.want {
+			t.Errorf("shareGoMemory(%d) = %+v, want %+v", tc.limit, got, tc.want)
+		}
+		if sum := got.Server + got.ControllerManager + got.Scheduler; got.Server != 0 && sum != tc.limit {
+			t.Errorf("shareGoMemory(%d) shares %d in all", tc.limit, sum)
+		}
+	}
+}
+
+func TestGoMemorySharesLogLineAndEnv(t *testing.T) {
+	g := shareGoMemory(4 << 30)
+	want := "Go memory limit 4096 MiB shared: this process 2457 MiB, kube-controller-manager 1023 MiB, kube-scheduler 614 MiB (GOMEMLIMIT)"
+	if got := g.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got, want := goMemoryLimitEnv(g.Scheduler), []string{"GOMEMLIMIT=644245080"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("goMemoryLimitEnv = %q, want %q", got, want)
+	}
+	if got := goMemoryLimitEnv(0); got != nil {
+		t.Errorf("goMemoryLimitEnv(0) = %q, want none", got)
 	}
 }

@@ -1,9 +1,10 @@
 // Package server runs `k1m server`: two embedded etcds (durable, and
-// no-fsync for Events and Leases), kube-apiserver, kube-controller-manager
-// and kube-scheduler in this process, the join and cluster manifests, and
-// (unless disabled) the node agent. Run validates nothing itself: it gets
-// a completed config (pkg/config) and runs named phases, as kubeadm does,
-// in this order:
+// no-fsync for Events and Leases) and kube-apiserver in this process,
+// kube-controller-manager and kube-scheduler as supervised child
+// processes (started again whenever they end), the join and cluster
+// manifests, and (unless disabled) the node agent. Run validates nothing
+// itself: it gets a completed config (pkg/config) and runs named phases,
+// as kubeadm does, in this order:
 //
 //	phase            file              what it does
 //	Resolve          server.go         the node's name and addresses
@@ -24,7 +25,8 @@
 //	Publish          server.go         what agents and servers need to join, the
 //	                                   manifests
 //	  LeaseChange    leasechange.go      a lease profile change rolled out
-//	Controllers      server.go         controller-manager and scheduler
+//	Controllers      server.go         controller-manager and scheduler,
+//	                                   supervised child processes
 //	                                   (leader-elected on several servers)
 //
 // Then, beside them: the approver and the pod route publisher, each
@@ -191,8 +193,6 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	select {
 	case err := <-apiserver:
 		failed = err
-	case err := <-controllers:
-		failed = err
 	case err := <-agentDone:
 		failed = fmt.Errorf("node agent: %w", err)
 	case err := <-local.durableErr():
@@ -207,8 +207,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	// SIGTERM or SIGINT: every component got the signal through ctx.
 	// kube-apiserver drains its requests before the etcds under it stop;
 	// a clean stop exits 0.
-	s.step("stopping: waiting for kube-apiserver to drain, then the etcds stop")
+	s.step("stopping: waiting for kube-apiserver to drain and the controller-manager and scheduler to stop, then the etcds stop")
 	waitStopped(apiserver, stopTimeout)
+	waitClosed(controllers, stopTimeout)
 	if !cfg.DisableAgent {
 		waitStopped(agentDone, stopTimeout)
 	}
@@ -222,6 +223,13 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 const stopTimeout = 40 * time.Second
 
 func waitStopped(done <-chan error, timeout time.Duration) {
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+func waitClosed(done <-chan struct{}, timeout time.Duration) {
 	select {
 	case <-done:
 	case <-time.After(timeout):
@@ -469,9 +477,14 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup})
 }
 
-// phaseControllers starts kube-controller-manager and kube-scheduler; the
-// returned channel reports the first to stop.
-func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, error) {
+// phaseControllers starts kube-controller-manager and kube-scheduler as
+// supervised child processes of this binary, each with its share of the
+// Go memory limit (goMemoryShares): one that ends, as upstream's do when
+// they lose their leader election (a store hiccup, a partition), is
+// started again and campaigns again, while kube-apiserver, the etcds and
+// the node keep running. The returned channel is closed once both have
+// stopped after ctx ended.
+func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan struct{}, error) {
 	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
 	kcmPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "controller-manager.kubeconfig")
 	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
@@ -482,20 +495,34 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan error, 
 	if err := kubeconfig.Write(schedPath, sched); err != nil {
 		return nil, err
 	}
-	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler", s.cfg.Lease.LeaseDuration, s.cfg.Lease.GracePeriod)
-	done := make(chan error, 2)
+	shares := s.shareGoMemory()
+	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler, each a child process started again whenever it ends", s.cfg.Lease.LeaseDuration, s.cfg.Lease.GracePeriod)
 	// In a fixed order: the controller manager first, then the scheduler.
+	var stopped []<-chan struct{}
 	for _, component := range []struct {
-		name string
-		args []string
+		name        string
+		args        []string
+		memoryLimit int64
 	}{
-		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c, s.member.clustered)},
-		{componentargs.Scheduler.Name, schedulerArgs(schedPath, s.member.clustered)},
+		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c, s.member.clustered), shares.ControllerManager},
+		{componentargs.Scheduler.Name, schedulerArgs(schedPath, s.member.clustered), shares.Scheduler},
 	} {
-		ch := multicall.Start(ctx, component.name, componentargs.Merge(component.args, s.cfg.PassThrough[component.name]))
-		go func() { done <- <-ch }()
+		stopped = append(stopped, multicall.Supervise(ctx, multicall.Supervised{
+			Name:    component.name,
+			Args:    componentargs.Merge(component.args, s.cfg.PassThrough[component.name]),
+			Env:     goMemoryLimitEnv(component.memoryLimit),
+			Backoff: multicall.DefaultBackoff,
+			OnExit:  func(e multicall.Exit) { s.step("%s", e) },
+		}))
 	}
-	return done, nil
+	all := make(chan struct{})
+	go func() {
+		for _, ch := range stopped {
+			<-ch
+		}
+		close(all)
+	}()
+	return all, nil
 }
 
 // runAgent runs this machine's node agent, joined over loopback.

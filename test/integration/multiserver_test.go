@@ -50,7 +50,8 @@ func (m *multiCluster) client(i int) kubernetes.Interface { return m.clients[i-1
 // --server) and 2 agents, each in its own network namespace, and checks
 // the raft membership of both etcds, one active controller-manager and
 // scheduler, the agents following every API server, a server killed with
-// SIGKILL while a client writes through another, its rejoin, and the
+// SIGKILL while a client writes through another, its rejoin, a killed
+// controller-manager started again by its server, and the
 // refusals of a bad join or removal.
 func TestMultiServer(t *testing.T) {
 	root, clusterDir, dataRoot := clusterPaths(t, "integration-multiserver")
@@ -80,6 +81,9 @@ func TestMultiServer(t *testing.T) {
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
+	// After KillServerWhileWriting, which wants one server to have taken
+	// the controller-manager's Lease.
+	t.Run("KilledControllerManagerStartedAgain", func(t *testing.T) { m.testControllerManagerKilled(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
 	t.Run("KubeSystemReaderCannotUnsealTheCAs", func(t *testing.T) { m.testBundleSealed(ctx, t) })
