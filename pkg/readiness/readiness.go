@@ -66,6 +66,9 @@ type Config struct {
 	Interval, Timeout time.Duration
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Report receives a line when the verdict changes (ready, or the
+	// probe that fails); nil discards them.
+	Report func(string)
 }
 
 // Result is the outcome of one round.
@@ -97,6 +100,9 @@ func New(cfg Config) *Checker {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Report == nil {
+		cfg.Report = func(string) {}
 	}
 	return &Checker{cfg: cfg}
 }
@@ -141,10 +147,19 @@ func (c *Checker) CheckOnce(ctx context.Context) Result {
 			break
 		}
 	}
-	if ctx.Err() == nil { // a round cut short by the stop says nothing
-		c.mu.Lock()
-		c.last = r
-		c.mu.Unlock()
+	if ctx.Err() != nil { // a round cut short by the stop says nothing
+		return r
+	}
+	c.mu.Lock()
+	changed := c.last.At.IsZero() || c.last.Failed != r.Failed
+	c.last = r
+	c.mu.Unlock()
+	switch {
+	case !changed:
+	case r.OK():
+		c.cfg.Report("ready")
+	default:
+		c.cfg.Report(fmt.Sprintf("not ready: %s: %s", r.Failed, r.Reason))
 	}
 	return r
 }

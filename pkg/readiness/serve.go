@@ -11,8 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
+
+	"k1m.dev/k1m/pkg/pki"
 )
 
 // TLSFiles are what the listener serves with: the server's certificate
@@ -35,47 +36,16 @@ func ServerTLS(f TLSFiles) (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("%s holds no certificate", f.ClientCAFile)
 	}
-	keys := &keyPair{certFile: f.CertFile, keyFile: f.KeyFile}
-	if _, err := keys.get(); err != nil {
+	keys := &pki.KeyPairFile{CertFile: f.CertFile, KeyFile: f.KeyFile}
+	if _, err := keys.Get(); err != nil {
 		return nil, err
 	}
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		ClientAuth:     tls.RequireAndVerifyClientCert,
 		ClientCAs:      pool,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return keys.get() },
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return keys.Get() },
 	}, nil
-}
-
-// keyPair is a certificate and key read from files, again when the
-// certificate file's modification time changes.
-type keyPair struct {
-	certFile, keyFile string
-
-	mu      sync.Mutex
-	modTime time.Time
-	cert    *tls.Certificate
-}
-
-func (k *keyPair) get() (*tls.Certificate, error) {
-	info, err := os.Stat(k.certFile)
-	if err != nil {
-		return nil, err
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cert != nil && info.ModTime().Equal(k.modTime) {
-		return k.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
-	if err != nil {
-		if k.cert != nil {
-			return k.cert, nil // half written: the old pair until the next change
-		}
-		return nil, err
-	}
-	k.cert, k.modTime = &cert, info.ModTime()
-	return k.cert, nil
 }
 
 // Serve serves h over TLS on l until ctx ends.
