@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,10 +22,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/poll"
+	"k1m.dev/k1m/pkg/readiness"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/serverbundle"
 	"k1m.dev/k1m/pkg/testutil"
@@ -79,6 +82,7 @@ func TestMultiServer(t *testing.T) {
 	})
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
+	t.Run("EveryServerReadyToANodeCertificateOnly", func(t *testing.T) { m.requireServersReady(t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
@@ -208,6 +212,21 @@ func (m *multiCluster) requireAgentsFollow(t *testing.T) {
 				break
 			}
 			time.Sleep(time.Second)
+		}
+	}
+}
+
+// requireServersReady wants every server's readiness endpoint to answer
+// an agent's node certificate with 200 "ok", and to refuse a client
+// without a certificate.
+func (m *multiCluster) requireServersReady(t *testing.T) {
+	nodeCert := filepath.Join(m.h.Agent(1).DataDir, "kubelet-pki", "kubelet-client-current.pem")
+	ca := filepath.Join(m.h.Server(1).DataDir, "tls", "ca.crt")
+	for i := 1; i <= multiServers; i++ {
+		url := fmt.Sprintf("https://[%s]:%d%s", m.h.Server(i).Addr, constants.ServerReadyPort, readiness.Path)
+		requireReadyz(t, url, ca, loadPair(t, nodeCert, nodeCert))
+		if code, err := httpsGet(t, url, ca, nil); err == nil {
+			t.Errorf("%s answered a client without a certificate (HTTP %d), want the handshake refused", url, code)
 		}
 	}
 }
@@ -515,6 +534,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 		t.Errorf("Node %s is still there after k1m server remove", dead.Name)
 	}
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name})
+	m.requireAgentsForget(ctx, t, fmt.Sprintf("[%s]:6443", dead.Addr))
 	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
 		t.Fatal(err)
@@ -527,6 +547,29 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-the-replacement"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a write through the replacement server: %v", err)
+	}
+}
+
+// requireAgentsForget wants a removed server's address in k1m-cluster's
+// removed servers, and gone from every agent's saved server list within
+// 30 s (the agents watch k1m-cluster).
+func (m *multiCluster) requireAgentsForget(ctx context.Context, t *testing.T, address string) {
+	cm, err := m.client(1).CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed := join.RemovedServers(cm.Data); !slices.Contains(removed, address) {
+		t.Errorf("k1m-cluster's removed servers %v lack %s", removed, address)
+	}
+	for i := 1; i <= multiNodes-multiServers; i++ {
+		agent := m.h.Agent(i)
+		testutil.Eventually(t, 30*time.Second, agent.Name+" forgets "+address, func() error {
+			got, err := balancerServers(agent.DataDir)
+			if err != nil || slices.Contains(got, address) {
+				return fmt.Errorf("its load balancer knows %v (%v)", got, err)
+			}
+			return nil
+		})
 	}
 }
 
