@@ -84,10 +84,7 @@ func (lb *LoadBalancer) checkLoop() {
 func (lb *LoadBalancer) check(ctx context.Context, address string) error {
 	ctx, cancel := context.WithTimeout(ctx, lb.cfg.DialTimeout)
 	defer cancel()
-	switch {
-	case lb.cfg.Check != nil:
-		return lb.cfg.Check(ctx, address)
-	case lb.ready != nil && lb.listed(address):
+	if lb.ready != nil && lb.listed(address) {
 		err := lb.ready.check(ctx, address)
 		if !errors.Is(err, errNoCredentials) {
 			return err
@@ -100,7 +97,7 @@ func (lb *LoadBalancer) check(ctx context.Context, address string) error {
 // not when its check asks for more than a TCP connection (a server that
 // is not ready accepts connections all the same).
 func (lb *LoadBalancer) dialSaysUp(address string) bool {
-	return lb.cfg.Check != nil || lb.ready == nil || !lb.listed(address) || !lb.ready.usable()
+	return lb.ready == nil || !lb.listed(address) || !lb.ready.usable()
 }
 
 // listed tells whether address is in the list (not --server's last resort).

@@ -53,7 +53,7 @@ const (
 	// check: on a LAN a live kube-apiserver accepts in milliseconds.
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultCheckInterval is how often the servers that matter are
-	// checked (see Config.Check), give or take the jitter. With the dial
+	// checked (see Config.Ready), give or take the jitter. With the dial
 	// timeout, a node notices a silently dead or unready server within
 	// 8 s, well inside a lease duration (40 s by default, 4 renew
 	// intervals).
@@ -102,8 +102,6 @@ type Config struct {
 	// Until the node has its certificate, and for --server's address
 	// when the list does not hold it, the check is a TCP connection.
 	Ready *ReadyCheck
-	// Check, when set, replaces every check (tests).
-	Check func(ctx context.Context, address string) error
 }
 
 // LoadBalancer is a running balancer; it stops when the context given to
