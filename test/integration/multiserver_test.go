@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/agent/loadbalancer"
 	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
@@ -83,6 +84,7 @@ func TestMultiServer(t *testing.T) {
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("EveryServerReadyToANodeCertificateOnly", func(t *testing.T) { m.requireServersReady(t) })
+	t.Run("ServerWithoutQuorumIsLeft", func(t *testing.T) { m.testServerWithoutQuorumIsLeft(ctx, t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
@@ -229,6 +231,66 @@ func (m *multiCluster) requireServersReady(t *testing.T) {
 			t.Errorf("%s answered a client without a certificate (HTTP %d), want the handshake refused", url, code)
 		}
 	}
+}
+
+// testServerWithoutQuorumIsLeft cuts agent 1's preferred server off from
+// the other servers' etcds (its peer ports dropped both ways) while its
+// process and kube-apiserver run on: its readiness turns 503 naming a
+// store, and agent 1's load balancer reports it down and closes its
+// connections. Healed, it is ready again.
+func (m *multiCluster) testServerWithoutQuorumIsLeft(ctx context.Context, t *testing.T) {
+	var addrs []string
+	byAddr := map[string]int{}
+	for i := 1; i <= multiServers; i++ {
+		a := fmt.Sprintf("[%s]:6443", m.h.Server(i).Addr)
+		addrs = append(addrs, a)
+		byAddr[a] = i
+	}
+	agent := m.h.Agent(1)
+	cut := m.h.Server(byAddr[loadbalancer.Order(agent.Name, addrs)[0]])
+	rules := [][]string{
+		{"INPUT", "-p", "tcp", "-m", "multiport", "--dports", "2380,2382", "-j", "DROP"},
+		{"OUTPUT", "-p", "tcp", "-m", "multiport", "--dports", "2380,2382", "-j", "DROP"},
+	}
+	ip6tables := func(op string, rule []string) error {
+		args := append([]string{"--net=/run/netns/" + cut.Netns, "ip6tables", op}, rule...)
+		out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip6tables %s %v: %v: %s", op, rule, err, out)
+		}
+		return nil
+	}
+	heal := func() {
+		for _, r := range rules {
+			ip6tables("-D", r)
+		}
+	}
+	defer heal()
+	for _, r := range rules {
+		if err := ip6tables("-A", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeCert := filepath.Join(agent.DataDir, "kubelet-pki", "kubelet-client-current.pem")
+	ca := filepath.Join(m.h.Server(1).DataDir, "tls", "ca.crt")
+	url := fmt.Sprintf("https://[%s]:%d%s", cut.Addr, constants.ServerReadyPort, readiness.Path)
+	testutil.Eventually(t, time.Minute, cut.Name+" not ready", func() error {
+		code, err := httpsGet(t, url, ca, loadPair(t, nodeCert, nodeCert))
+		if err != nil || code != 503 {
+			return fmt.Errorf("HTTP %d, %v; want 503", code, err)
+		}
+		return nil
+	})
+	down := fmt.Sprintf("k1m agent: load balancer: server [%s]:6443 is down (/k1m/readyz: 503 not ready: ", cut.Addr)
+	testutil.Eventually(t, time.Minute, agent.Name+" leaves "+cut.Name, func() error {
+		log, err := os.ReadFile(agent.LogFile)
+		if err != nil || !strings.Contains(string(log), down) {
+			return fmt.Errorf("its log does not say %q (%v)", down, err)
+		}
+		return nil
+	})
+	heal()
+	requireReadyz(t, url, ca, loadPair(t, nodeCert, nodeCert))
 }
 
 // balancerServers reads the server list an agent's load balancer saved.
