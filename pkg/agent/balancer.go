@@ -25,6 +25,9 @@ func (n *node) startBalancer(ctx context.Context) error {
 		StateFile: n.cfg.Paths.LoadBalancerState,
 		Listen:    n.cfg.BalancerListen,
 		Report:    func(msg string) { n.say("%s", msg) },
+		// The servers' readiness, asked with the kubelet's client
+		// certificate once the node has one (its join comes later).
+		Ready: &loadbalancer.ReadyCheck{CAFile: n.cfg.Paths.CAFile, CertFile: n.cfg.Paths.KubeletClientCert, KeyFile: n.cfg.Paths.KubeletClientCert},
 	})
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 	client := fake.NewSimpleClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	changed := watchSettings(ctx, client, running)
+	changed := watchSettings(ctx, client, running, nil)
 	update := func(data map[string]string) {
 		cm = cm.DeepCopy()
 		cm.Data = data
@@ -53,6 +53,37 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no change sent")
+	}
+}
+
+// TestWatchSettingsPassesRemovedServers: each version of k1m-cluster's
+// removed servers reaches the balancer, without a lease change.
+func TestWatchSettingsPassesRemovedServers(t *testing.T) {
+	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108"}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
+	client := fake.NewSimpleClientset(cm)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan []string, 10)
+	watchSettings(ctx, client, running, func(r []string) { got <- r })
+	next := func() []string {
+		select {
+		case r := <-got:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("nothing passed")
+			return nil
+		}
+	}
+	if r := next(); r != nil {
+		t.Errorf("at first: %q, want none", r)
+	}
+	if err := join.RecordRemovedServer(ctx, client, "[fddf:4035:b520::1:2]:6443"); err != nil {
+		t.Fatal(err)
+	}
+	if r, want := next(), []string{"[fddf:4035:b520::1:2]:6443"}; !reflect.DeepEqual(r, want) {
+		t.Errorf("after a removal: %q, want %q", r, want)
 	}
 }
 

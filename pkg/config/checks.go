@@ -47,6 +47,7 @@ var fixedPorts = []struct {
 	{"the kubelet", constants.KubeletPort}, {"the kubelet's healthz", constants.KubeletHealthzPort},
 	{"kube-proxy's metrics", constants.KubeProxyMetricsPort}, {"kube-proxy's healthz", constants.KubeProxyHealthzPort},
 	{"kube-controller-manager", constants.ControllerManagerPort}, {"kube-scheduler", constants.SchedulerPort},
+	{"the server's readiness", constants.ServerReadyPort},
 }
 
 // requireDistinctPorts wants every port the server listens on to differ:

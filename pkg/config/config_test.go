@@ -90,6 +90,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--node-lease-renew-interval=1500ms":           "want a whole number of seconds",
 		"--no-fsync-etcd-port=2380":                    "--etcd-port (peer, +1) and --no-fsync-etcd-port use the same port 2380: every listener needs its own (each etcd also takes the port after its own)",
 		"--https-listen-port=10250":                    "--https-listen-port and the kubelet use the same port 10250",
+		"--https-listen-port=6445":                     "--https-listen-port and the server's readiness use the same port 6445",
 		"--node-name=Node-1":                           `--node-name "Node-1": want a lower-case DNS-1123 subdomain`,
 		"--cluster-domain=Cluster_Local":               `--cluster-domain "Cluster_Local": want a DNS domain of lower-case labels, e.g. cluster.local`,
 		"--service-cidr=fddf:4035:b510::/126":          "--service-cidr fddf:4035:b510::/126 holds 4 addresses: the kubernetes Service takes the 1st and cluster DNS the 10th; want a /124 or larger",

@@ -102,6 +102,16 @@ const (
 // balancer, so only an agent listens here.
 const AgentLoadBalancerPort = 6444
 
+// ServerReadyPort is where every k1m server answers GET /k1m/readyz
+// (pkg/readiness) on all its addresses, over TLS with kube-apiserver's
+// serving certificate, to clients with a cluster client certificate only:
+// its own readiness (kube-apiserver, and a write to each of its stores),
+// which agents' load balancers check before sending a node's connections
+// to it. Fixed, beside kube-apiserver's 6443 and the balancer's 6444, so
+// that an agent finds it on every server it knows from the kubernetes
+// endpoints.
+const ServerReadyPort = 6445
+
 // The kubelet's disk thresholds on every k1m node: no laxer than k3s's.
 // Image garbage collection runs from ImageGCHighThresholdPercent of the
 // image file system used down to ImageGCLowThresholdPercent; below

@@ -3,6 +3,8 @@ package join
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,22 +16,30 @@ import (
 )
 
 // Publish writes (or updates) cluster-info and k1m-cluster. serverURL is
-// the address agents should use. Join tokens are kept apart (tokens.go):
-// publishing again at every start must not bring back a deleted token.
+// the address agents should use, the publishing server's own. Join tokens
+// are kept apart (tokens.go): publishing again at every start must not
+// bring back a deleted token. k1m-cluster keeps its removed servers
+// (removed.go), but for this server's own address: a server that joins
+// again where a removed one was is no longer removed.
 func Publish(ctx context.Context, client kubernetes.Interface, caPEM []byte, serverURL string, s Settings) error {
 	info, err := clientcmd.Write(*kubeconfig.Build(serverURL, caPEM, "", kubeconfig.Credentials{}))
 	if err != nil {
 		return err
 	}
-	for _, cm := range []*corev1.ConfigMap{
-		{ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoName, Namespace: PublicNamespace}, Data: map[string]string{"kubeconfig": string(info)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: SettingsName, Namespace: PublicNamespace}, Data: s.Data()},
-	} {
-		if err := upsertConfigMap(ctx, client, cm); err != nil {
-			return err
-		}
+	own, err := ServerAddress(serverURL)
+	if err != nil {
+		return err
 	}
-	return nil
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoName, Namespace: PublicNamespace}, Data: map[string]string{"kubeconfig": string(info)}}
+	if err := upsertConfigMap(ctx, client, cm); err != nil {
+		return err
+	}
+	return updateSettingsConfigMap(ctx, client, func(data map[string]string) {
+		removed := slices.DeleteFunc(RemovedServers(data), func(a string) bool { return a == own })
+		clear(data)
+		maps.Copy(data, s.Data())
+		withRemovedServers(data, removed)
+	})
 }
 
 func upsertConfigMap(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap) error {

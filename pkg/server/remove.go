@@ -127,6 +127,9 @@ func adminClient(dataDir string) (kubernetes.Interface, error) {
 }
 
 func forgetServerObjects(ctx context.Context, client kubernetes.Interface, o RemoveOptions, out io.Writer) error {
+	if err := recordRemoved(ctx, client, o.Name, out); err != nil {
+		return err
+	}
 	if err := join.ForgetServer(ctx, client, o.Name); err != nil {
 		return err
 	}
@@ -139,5 +142,29 @@ func forgetServerObjects(ctx context.Context, client kubernetes.Interface, o Rem
 		fmt.Fprintf(out, "deleted Node %s\n", o.Name)
 	}
 	fmt.Fprintf(out, "server %s removed; to bring it back, start it with an empty --data-dir and --server, --token\n", o.Name)
+	return nil
+}
+
+// recordRemoved lists the server's kube-apiserver address among the
+// removed servers (k1m-cluster), read before ForgetServer deletes it:
+// agents keep every server they have seen until the cluster says it was
+// removed (pkg/agent/loadbalancer).
+func recordRemoved(ctx context.Context, client kubernetes.Interface, name string, out io.Writer) error {
+	published, err := join.PublishedServers(ctx, client)
+	if err != nil {
+		return err
+	}
+	apiURL, ok := published[name]
+	if !ok {
+		return nil
+	}
+	address, err := join.ServerAddress(apiURL)
+	if err != nil {
+		return err
+	}
+	if err := join.RecordRemovedServer(ctx, client, address); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "agents forget %s (its kube-apiserver at %s)\n", name, address)
 	return nil
 }

@@ -22,6 +22,8 @@
 //	  Housekeeping   etcd.go             alarms, defragmentation, snapshots
 //	APIServerFiles   apiserverfiles.go  audit policy, encryption config, authn
 //	Admin            server.go         kube-apiserver started; kubeconfigs; ready
+//	Readiness        readiness.go      this server's own readiness, which agents
+//	                                   check (pkg/readiness), served from now on
 //	Publish          server.go         what agents and servers need to join, the
 //	                                   manifests
 //	  LeaseChange    leasechange.go      a lease profile change rolled out
@@ -144,6 +146,9 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg.Server, s.advertise, c, stores, opts))
 	client, err := s.phaseAdmin(ctx, c, apiserver)
 	if err != nil {
+		return err
+	}
+	if err := s.startReadiness(ctx, c, local, stores); err != nil {
 		return err
 	}
 	report := func(msg string) { s.step("%s", msg) }
@@ -327,6 +332,7 @@ func (s *Server) phasePreflight() error {
 		{"kube-controller-manager's port", constants.ControllerManagerPort}, {"kube-scheduler's port", constants.SchedulerPort}} {
 		errs = append(errs, preflight.PortFree(p.flag, "::1", p.port))
 	}
+	errs = append(errs, preflight.PortFree("the readiness port", s.cfg.BindAddress, constants.ServerReadyPort))
 	if !s.cfg.DisableAgent {
 		if _, err := airgap.Archives(s.cfg.ImagesDir); err != nil {
 			errs = append(errs, fmt.Errorf("--images-dir: %w (or run with --disable-agent)", err))

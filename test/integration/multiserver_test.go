@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,11 +21,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/agent/loadbalancer"
 	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/poll"
+	"k1m.dev/k1m/pkg/readiness"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/serverbundle"
 	"k1m.dev/k1m/pkg/testutil"
@@ -80,6 +84,8 @@ func TestMultiServer(t *testing.T) {
 	})
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
+	t.Run("EveryServerReadyToANodeCertificateOnly", func(t *testing.T) { m.requireServersReady(t) })
+	t.Run("ServerWithoutQuorumIsLeft", func(t *testing.T) { m.testServerWithoutQuorumIsLeft(ctx, t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	// After KillServerWhileWriting, which wants one server to have taken
 	// the controller-manager's Lease.
@@ -214,6 +220,81 @@ func (m *multiCluster) requireAgentsFollow(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}
+}
+
+// requireServersReady wants every server's readiness endpoint to answer
+// an agent's node certificate with 200 "ok", and to refuse a client
+// without a certificate.
+func (m *multiCluster) requireServersReady(t *testing.T) {
+	nodeCert := filepath.Join(m.h.Agent(1).DataDir, "kubelet-pki", "kubelet-client-current.pem")
+	ca := filepath.Join(m.h.Server(1).DataDir, "tls", "ca.crt")
+	for i := 1; i <= multiServers; i++ {
+		url := fmt.Sprintf("https://[%s]:%d%s", m.h.Server(i).Addr, constants.ServerReadyPort, readiness.Path)
+		requireReadyz(t, url, ca, loadPair(t, nodeCert, nodeCert))
+		if code, err := httpsGet(t, url, ca, nil); err == nil {
+			t.Errorf("%s answered a client without a certificate (HTTP %d), want the handshake refused", url, code)
+		}
+	}
+}
+
+// testServerWithoutQuorumIsLeft cuts agent 1's preferred server off from
+// the other servers' etcds (its peer ports dropped both ways) while its
+// process and kube-apiserver run on: its readiness turns 503 naming a
+// store, and agent 1's load balancer reports it down and closes its
+// connections. Healed, it is ready again.
+func (m *multiCluster) testServerWithoutQuorumIsLeft(ctx context.Context, t *testing.T) {
+	var addrs []string
+	byAddr := map[string]int{}
+	for i := 1; i <= multiServers; i++ {
+		a := fmt.Sprintf("[%s]:6443", m.h.Server(i).Addr)
+		addrs = append(addrs, a)
+		byAddr[a] = i
+	}
+	agent := m.h.Agent(1)
+	cut := m.h.Server(byAddr[loadbalancer.Order(agent.Name, addrs)[0]])
+	rules := [][]string{
+		{"INPUT", "-p", "tcp", "-m", "multiport", "--dports", "2380,2382", "-j", "DROP"},
+		{"OUTPUT", "-p", "tcp", "-m", "multiport", "--dports", "2380,2382", "-j", "DROP"},
+	}
+	ip6tables := func(op string, rule []string) error {
+		args := append([]string{"--net=/run/netns/" + cut.Netns, "ip6tables", op}, rule...)
+		out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip6tables %s %v: %v: %s", op, rule, err, out)
+		}
+		return nil
+	}
+	heal := func() {
+		for _, r := range rules {
+			ip6tables("-D", r)
+		}
+	}
+	defer heal()
+	for _, r := range rules {
+		if err := ip6tables("-A", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeCert := filepath.Join(agent.DataDir, "kubelet-pki", "kubelet-client-current.pem")
+	ca := filepath.Join(m.h.Server(1).DataDir, "tls", "ca.crt")
+	url := fmt.Sprintf("https://[%s]:%d%s", cut.Addr, constants.ServerReadyPort, readiness.Path)
+	testutil.Eventually(t, time.Minute, cut.Name+" not ready", func() error {
+		code, err := httpsGet(t, url, ca, loadPair(t, nodeCert, nodeCert))
+		if err != nil || code != 503 {
+			return fmt.Errorf("HTTP %d, %v; want 503", code, err)
+		}
+		return nil
+	})
+	down := fmt.Sprintf("k1m agent: load balancer: server [%s]:6443 is down (/k1m/readyz: 503 not ready: ", cut.Addr)
+	testutil.Eventually(t, time.Minute, agent.Name+" leaves "+cut.Name, func() error {
+		log, err := os.ReadFile(agent.LogFile)
+		if err != nil || !strings.Contains(string(log), down) {
+			return fmt.Errorf("its log does not say %q (%v)", down, err)
+		}
+		return nil
+	})
+	heal()
+	requireReadyz(t, url, ca, loadPair(t, nodeCert, nodeCert))
 }
 
 // balancerServers reads the server list an agent's load balancer saved.
@@ -519,6 +600,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 		t.Errorf("Node %s is still there after k1m server remove", dead.Name)
 	}
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name})
+	m.requireAgentsForget(ctx, t, fmt.Sprintf("[%s]:6443", dead.Addr))
 	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
 		t.Fatal(err)
@@ -531,6 +613,29 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-the-replacement"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a write through the replacement server: %v", err)
+	}
+}
+
+// requireAgentsForget wants a removed server's address in k1m-cluster's
+// removed servers, and gone from every agent's saved server list within
+// 30 s (the agents watch k1m-cluster).
+func (m *multiCluster) requireAgentsForget(ctx context.Context, t *testing.T, address string) {
+	cm, err := m.client(1).CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed := join.RemovedServers(cm.Data); !slices.Contains(removed, address) {
+		t.Errorf("k1m-cluster's removed servers %v lack %s", removed, address)
+	}
+	for i := 1; i <= multiNodes-multiServers; i++ {
+		agent := m.h.Agent(i)
+		testutil.Eventually(t, 30*time.Second, agent.Name+" forgets "+address, func() error {
+			got, err := balancerServers(agent.DataDir)
+			if err != nil || slices.Contains(got, address) {
+				return fmt.Errorf("its load balancer knows %v (%v)", got, err)
+			}
+			return nil
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,6 +39,7 @@ import (
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/readiness"
 	"k1m.dev/k1m/pkg/secretsenc"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/testutil"
@@ -85,6 +87,7 @@ func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
 	t.Run("EtcdsRefuseNodeCertificates", func(t *testing.T) { testEtcdsRefuseOthers(t, c) })
 	t.Run("EtcdSocketsServeRootOnly", func(t *testing.T) { testEtcdSockets(t, c) })
 	t.Run("KubeletVerifiedAndRefusesAnonymous", func(t *testing.T) { testKubeletTLS(t, c) })
+	t.Run("ReadinessNeedsAClusterClientCertificate", func(t *testing.T) { testReadinessEndpoint(t, c) })
 	t.Run("NodeCannotGetAServingCertificateForTheAPIServer", func(t *testing.T) { testServingCertificateAttack(ctx, t, c) })
 	t.Run("AdminRevocableSuperAdminBreakGlass", func(t *testing.T) { testAdminRevocable(ctx, t, c) })
 	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
@@ -361,6 +364,47 @@ func testEtcdSockets(t *testing.T, c *cluster) {
 	}
 }
 
+// testReadinessEndpoint: the server's readiness endpoint answers a
+// node's certificate with 200 "ok", and refuses in the handshake a
+// client without a certificate, or with one of another CA (the etcd
+// CA's: kube-apiserver's etcd client).
+func testReadinessEndpoint(t *testing.T, c *cluster) {
+	url := fmt.Sprintf("https://[fddf:4035:b520::1]:%d%s", constants.ServerReadyPort, readiness.Path)
+	nodeCert := filepath.Join(c.nodeDir("k1m-node-1"), "kubelet-pki", "kubelet-client-current.pem")
+	requireReadyz(t, url, c.tlsFile("ca.crt"), loadPair(t, nodeCert, nodeCert))
+	for name, cert := range map[string]*tls.Certificate{"no certificate": nil,
+		"another CA's certificate": loadPair(t, c.tlsFile("apiserver-etcd-client.crt"), c.tlsFile("apiserver-etcd-client.key"))} {
+		if code, err := httpsGet(t, url, c.tlsFile("ca.crt"), cert); err == nil {
+			t.Errorf("readiness answered %s (HTTP %d), want the handshake refused", name, code)
+		}
+	}
+}
+
+// requireReadyz wants url to answer 200 "ok" to cert within a minute (a
+// server that just started probes its stores first).
+func requireReadyz(t *testing.T, url, caFile string, cert *tls.Certificate) {
+	t.Helper()
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*cert}}}}
+	testutil.Eventually(t, time.Minute, url+" ready", func() error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			return fmt.Errorf("HTTP %d %q, want 200 \"ok\"", resp.StatusCode, body)
+		}
+		return nil
+	})
+}
+
 // testKubeletTLS reaches an agent's kubelet trusting only the cluster CA
 // (its serving certificate must be the cluster's, for its own address):
 // anonymous is refused, kube-apiserver's kubelet client is served.
@@ -456,8 +500,8 @@ func testListeners(t *testing.T, c *cluster) {
 			if !slices.ContainsFunc(want, l.matches) {
 				t.Errorf("%s listens on [%s]:%s, which docs/security.md does not list", m.role, l.addr, l.port)
 			}
-			if ip := net.ParseIP(l.addr); !ip.IsLoopback() && l.port != "6443" && l.port != "10250" {
-				t.Errorf("%s listens beyond loopback on [%s]:%s: only kube-apiserver and the kubelet may", m.role, l.addr, l.port)
+			if ip := net.ParseIP(l.addr); !ip.IsLoopback() && l.port != "6443" && l.port != "10250" && l.port != strconv.Itoa(constants.ServerReadyPort) {
+				t.Errorf("%s listens beyond loopback on [%s]:%s: only kube-apiserver, the server's readiness and the kubelet may", m.role, l.addr, l.port)
 			}
 		}
 		for _, r := range want {

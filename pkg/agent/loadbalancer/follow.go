@@ -22,8 +22,8 @@ const (
 	apiPortName         = "https"
 )
 
-// Follow keeps the server list equal to the kubernetes Service's
-// EndpointSlices until ctx ends (Update). client should reach the cluster
+// Follow merges the kubernetes Service's EndpointSlices into the server
+// list until ctx ends (Update: the list keeps every server seen). client should reach the cluster
 // through the balancer itself, so that it follows the servers too. A node
 // may read EndpointSlices: system:node-proxier, which k1m grants
 // system:nodes for kube-proxy (manifests/rbac-nodes.yaml).

@@ -2,8 +2,12 @@ package loadbalancer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
+	"time"
 )
 
 // setHealth records the outcome of a dial or a check (err nil: up). A
@@ -61,13 +65,49 @@ func (lb *LoadBalancer) checkOnce(ctx context.Context) {
 	wg.Wait()
 }
 
+// checkLoop checks at once, then every CheckInterval ± 20%, until the
+// balancer stops.
+func (lb *LoadBalancer) checkLoop() {
+	for {
+		lb.checkOnce(lb.ctx)
+		select {
+		case <-lb.ctx.Done():
+			return
+		case <-time.After(jittered(lb.cfg.CheckInterval, rand.Float64())):
+		}
+	}
+}
+
+// check tells whether the server at address is up, within DialTimeout:
+// a listed server by its readiness (Config.Ready) once the node has its
+// certificate, else by a TCP connection.
 func (lb *LoadBalancer) check(ctx context.Context, address string) error {
 	ctx, cancel := context.WithTimeout(ctx, lb.cfg.DialTimeout)
 	defer cancel()
-	return lb.cfg.Check(ctx, address)
+	if lb.ready != nil && lb.listed(address) {
+		err := lb.ready.check(ctx, address)
+		if !errors.Is(err, errNoCredentials) {
+			return err
+		}
+	}
+	return lb.dialCheck(ctx, address)
 }
 
-// dialCheck is the default health check: a TCP connection, closed at once.
+// dialSaysUp tells whether a connection address accepted shows it up:
+// not when its check asks for more than a TCP connection (a server that
+// is not ready accepts connections all the same).
+func (lb *LoadBalancer) dialSaysUp(address string) bool {
+	return lb.ready == nil || !lb.listed(address) || !lb.ready.usable()
+}
+
+// listed tells whether address is in the list (not --server's last resort).
+func (lb *LoadBalancer) listed(address string) bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return slices.Contains(lb.servers, address)
+}
+
+// dialCheck is the check without readiness: a TCP connection, closed at once.
 func (lb *LoadBalancer) dialCheck(ctx context.Context, address string) error {
 	c, err := lb.dialer.DialContext(ctx, "tcp", address)
 	if err != nil {

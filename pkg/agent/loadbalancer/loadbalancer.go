@@ -13,8 +13,10 @@
 // net.IPv6loopback is always among the IPs).
 //
 // The server list starts with --server's host:port (or, after a restart,
-// the list the agent saved last), then follows the kubernetes Service's
-// EndpointSlices (Follow). Each agent orders the servers by rendezvous
+// the list the agent saved last), then grows with the kubernetes
+// Service's EndpointSlices (Follow): it keeps every server it has seen,
+// and forgets one only when the cluster lists it as removed (SetRemoved,
+// from kube-public/k1m-cluster). Each agent orders the servers by rendezvous
 // hashing of its node name (Order): the first is its preferred server, the
 // others its fail-over order, which differs from node to node so that a
 // dead server's nodes spread over the others.
@@ -23,12 +25,14 @@
 //
 //	loadbalancer.go  Config and its defaults; Start, Close; the status line it reports
 //	proxy.go         accepting connections and forwarding each to a server (serve, handle, pipe)
-//	servers.go       the servers known: --server's address, the list (Update), the order new
-//	                 connections try them in, moving connections to the preferred one (rebalance)
+//	servers.go       the servers known: --server's address, the list (Update, SetRemoved), the
+//	                 order new connections try them in, moving connections to the preferred
+//	                 one (rebalance)
 //	order.go         each node's preference order over the servers (Order)
 //	follow.go        updating the list from the cluster's EndpointSlices (Follow)
 //	state.go         the list saved for the next start
 //	health.go        the checks: which servers are up (checkOnce, setHealth)
+//	ready.go         the check of a server's readiness endpoint with the node's certificate
 package loadbalancer
 
 import (
@@ -40,8 +44,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"k1m.dev/k1m/pkg/constants"
 )
 
@@ -51,18 +53,28 @@ const (
 	// check: on a LAN a live kube-apiserver accepts in milliseconds.
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultCheckInterval is how often the servers that matter are
-	// checked (see Config.Check), give or take the jitter. With the dial
-	// timeout, a node notices a silently dead server within 10 s, well
-	// inside a lease duration (40 s by default, 4 renew intervals).
+	// checked (see Config.Ready), give or take the jitter. With the dial
+	// timeout, a node notices a silently dead or unready server within
+	// 8 s, well inside a lease duration (40 s by default, 4 renew
+	// intervals).
+	//
+	// What the checks cost the cluster: an agent checks the server its
+	// connections go through and each server it has down, one request
+	// per interval each, on a kept-alive connection, answered from the
+	// server's memory (pkg/readiness: no etcd, no kube-apiserver behind
+	// it). In steady state that is 0.2 requests a second per node: 20,000
+	// a second at 100,000 nodes, spread over the servers by the nodes'
+	// preference orders (about 6,700 each of 3). A server that is down
+	// or not ready is checked by every node: 20,000 a second at it (a
+	// refused connection while it is down); when it comes back, each
+	// node's first check is a TLS handshake, so 100,000 handshakes over
+	// one interval, about as many as the kubelets' own reconnections.
 	DefaultCheckInterval = 5 * time.Second
 	// DefaultRebalanceDelay bounds the random delay before connections
 	// move to a node's new preferred server after the list changed (a
 	// server added, the join's --server replaced by the cluster's list):
 	// the nodes that move do not all re-list at the same moment.
 	DefaultRebalanceDelay = 30 * time.Second
-	// checkJitter spreads the checks: each wait is CheckInterval times 1
-	// to 1+checkJitter.
-	checkJitter = 0.5
 )
 
 // Config sets up a LoadBalancer.
@@ -84,15 +96,12 @@ type Config struct {
 	Report func(string)
 	// Timings; zero means the default above.
 	DialTimeout, CheckInterval, RebalanceDelay time.Duration
-	// Check tells whether a server is up; default: a TCP connection within
-	// DialTimeout. Not kube-apiserver's /readyz, although k1m's
-	// kube-apiserver lets anonymous clients read it
-	// (system:public-info-viewer; docs/security.md): that costs a TLS
-	// handshake per check, and at a million nodes checking every 5 s that
-	// is 200,000 handshakes a second spread over the servers, for little
-	// more than the TCP check tells (a draining kube-apiserver closes its
-	// connections and removes itself from the kubernetes endpoints).
-	Check func(ctx context.Context, address string) error
+	// Ready, when set, makes the check of each listed server a GET of
+	// its readiness endpoint (constants.ServerReadyPort, pkg/readiness)
+	// with the node's client certificate: 200 is up, anything else down.
+	// Until the node has its certificate, and for --server's address
+	// when the list does not hold it, the check is a TCP connection.
+	Ready *ReadyCheck
 }
 
 // LoadBalancer is a running balancer; it stops when the context given to
@@ -102,14 +111,20 @@ type LoadBalancer struct {
 	fallback string // --server's host:port
 	listener net.Listener
 	dialer   net.Dialer
+	ready    *readyClient // nil: TCP checks only
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	servers  []string            // the list, sorted
-	order    []string            // preference order; the fallback last when not listed
-	backends map[string]*backend // one per address of order
+	mu sync.Mutex
+	// servers is the list, sorted; provisional while it is --server alone
+	// (no list saved), which the first endpoints replace.
+	servers     []string
+	provisional bool
+	endpoints   []string            // the kubernetes endpoints last seen
+	removed     []string            // the servers the cluster says were removed
+	order       []string            // preference order; the fallback last when not listed
+	backends    map[string]*backend // one per address of order
 	// generation counts list changes: a rebalance scheduled for an older
 	// list does nothing.
 	generation int
@@ -143,17 +158,18 @@ func Start(ctx context.Context, cfg Config) (*LoadBalancer, error) {
 		cfg.RebalanceDelay = DefaultRebalanceDelay
 	}
 	lb := &LoadBalancer{cfg: cfg, fallback: fallback, dialer: net.Dialer{Timeout: cfg.DialTimeout}, backends: map[string]*backend{}}
-	if lb.cfg.Check == nil {
-		lb.cfg.Check = lb.dialCheck
+	if cfg.Ready != nil {
+		lb.ready = newReadyClient(*cfg.Ready)
 	}
 	initial := []string{fallback}
+	lb.provisional = true
 	if cfg.StateFile != "" {
 		saved, err := readState(cfg.StateFile)
 		switch {
 		case err != nil:
 			cfg.Report(fmt.Sprintf("load balancer: ignoring the saved server list: %v", err))
 		case len(saved) > 0:
-			initial = saved
+			initial, lb.provisional = saved, false
 			cfg.Report(fmt.Sprintf("load balancer: starting with the server list saved in %s", cfg.StateFile))
 		}
 	}
@@ -167,12 +183,7 @@ func Start(ctx context.Context, cfg Config) (*LoadBalancer, error) {
 	lb.report()
 	lb.wg.Add(3)
 	go func() { defer lb.wg.Done(); lb.serve() }()
-	// Jittered (each wait 1 to 1.5 intervals): agents started together,
-	// as after a lease profile change, do not check in step.
-	go func() {
-		defer lb.wg.Done()
-		wait.JitterUntilWithContext(lb.ctx, lb.checkOnce, cfg.CheckInterval, checkJitter, true)
-	}()
+	go func() { defer lb.wg.Done(); lb.checkLoop() }()
 	go func() { defer lb.wg.Done(); <-lb.ctx.Done(); lb.shutdown() }()
 	return lb, nil
 }
@@ -190,6 +201,9 @@ func (lb *LoadBalancer) Close() {
 
 func (lb *LoadBalancer) shutdown() {
 	lb.listener.Close()
+	if lb.ready != nil {
+		lb.ready.close()
+	}
 	lb.mu.Lock()
 	var all []*proxied
 	for _, b := range lb.backends {

@@ -479,7 +479,7 @@ func TestPortIsNoOtherListeners(t *testing.T) {
 		t.Fatal("the balancer's port is kube-apiserver's")
 	}
 	for _, p := range []int{constants.KubeletPort, constants.KubeletHealthzPort, constants.KubeProxyMetricsPort,
-		constants.KubeProxyHealthzPort, constants.ControllerManagerPort, constants.SchedulerPort, 2379, 2380, 2381, 2382} {
+		constants.KubeProxyHealthzPort, constants.ControllerManagerPort, constants.SchedulerPort, constants.ServerReadyPort, 2379, 2380, 2381, 2382} {
 		if p == constants.AgentLoadBalancerPort {
 			t.Errorf("the balancer's port %d is taken by another listener", p)
 		}

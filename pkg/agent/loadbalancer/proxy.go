@@ -50,7 +50,9 @@ func (lb *LoadBalancer) handle(client net.Conn) {
 			lb.setHealth(b, err)
 			continue
 		}
-		lb.setHealth(b, nil)
+		if lb.dialSaysUp(b.address) {
+			lb.setHealth(b, nil)
+		}
 		p := &proxied{client: client, server: server}
 		if !lb.register(b, p) {
 			break // b left the list meanwhile: the client reconnects

@@ -59,28 +59,64 @@ func normalize(addresses []string) []string {
 	return slices.Compact(out)
 }
 
-// Update replaces the server list (the kubernetes endpoints, host:port
-// each). An empty list is ignored: the servers known so far are better
-// than none. The --server address stays reachable as the last resort
-// when the list does not hold it (a DNS name or a virtual IP in front of
-// the servers, or the endpoints' addresses unreachable from this node),
-// tried after every healthy listed server; it takes no part in the spread.
+// Update merges the kubernetes endpoints (host:port each) into the
+// server list: the list keeps every server it has seen, and forgets one
+// only when the cluster lists it as removed (SetRemoved). An endpoint
+// missing for a moment (a server restarting, its lease lapsed, the whole
+// slice empty) is not a server gone: an agent that believed the
+// endpoints would, when that server went down, have nowhere to go. The
+// list from --server alone (no saved list) is replaced by the first
+// endpoints, not merged: --server may name a DNS name or a virtual IP
+// in front of the servers. The --server address stays reachable as the
+// last resort when the list does not hold it, tried after every listed
+// server; it takes no part in the spread.
+//
 // A changed list is saved to StateFile; connections through servers no
 // longer listed are closed at once, and those through servers that are
-// not this node's preferred one move there after a random delay of up to
-// RebalanceDelay.
-func (lb *LoadBalancer) Update(addresses []string) {
-	list := normalize(addresses)
-	if len(list) == 0 {
-		return
-	}
-	// One update at a time, so that the file saves the last list.
+// not this node's preferred one move there after a random delay of up
+// to RebalanceDelay.
+func (lb *LoadBalancer) Update(endpoints []string) {
+	lb.change(func() []string {
+		lb.endpoints = normalize(endpoints)
+		if len(lb.endpoints) == 0 {
+			return lb.servers
+		}
+		if lb.provisional {
+			lb.provisional = false
+			return lb.known(lb.endpoints)
+		}
+		return lb.known(append(slices.Clone(lb.servers), lb.endpoints...))
+	})
+}
+
+// SetRemoved forgets the servers the cluster says were removed
+// (host:port each; `k1m server remove` lists them in kube-public/k1m-cluster)
+// and brings back one listed before that no longer is, if the endpoints
+// still name it.
+func (lb *LoadBalancer) SetRemoved(removed []string) {
+	lb.change(func() []string {
+		lb.removed = normalize(removed)
+		return lb.known(append(slices.Clone(lb.servers), lb.endpoints...))
+	})
+}
+
+// known is candidates, normalized, less the removed servers. Called with
+// mu held.
+func (lb *LoadBalancer) known(candidates []string) []string {
+	return slices.DeleteFunc(normalize(candidates), func(a string) bool { return slices.Contains(lb.removed, a) })
+}
+
+// change installs the list next computes (with mu held), if it differs;
+// see Update for what follows a change.
+func (lb *LoadBalancer) change(next func() []string) {
+	// One change at a time, so that the file saves the last list.
 	lb.updateMu.Lock()
 	defer lb.updateMu.Unlock()
 	if lb.ctx.Err() != nil {
 		return
 	}
 	lb.mu.Lock()
+	list := next()
 	if slices.Equal(list, lb.servers) {
 		lb.mu.Unlock()
 		return
