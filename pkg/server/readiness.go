@@ -57,11 +57,11 @@ func (s *Server) readinessProbes(ctx context.Context, local etcds, stores etcdSt
 	probes := []readiness.Probe{readiness.APIServerProbe(clientset.Discovery().RESTClient())}
 	for _, store := range []struct {
 		name      string
-		own       *etcd.Running
+		own       *etcd.Member
 		endpoints []string
 	}{
-		{"durable etcd", local.durable, stores.durable},
-		{"no-fsync etcd", local.noFsync, stores.noFsync}, // none in the stock build: one store
+		{"durable etcd", memberOf(local.durable), stores.durable},
+		{"no-fsync etcd", noFsyncMemberOf(local.noFsync), stores.noFsync}, // none in the stock build: one store
 	} {
 		cli, err := s.probeClient(store.own, store.endpoints, stores.tls)
 		if err != nil {
@@ -73,16 +73,21 @@ func (s *Server) readinessProbes(ctx context.Context, local etcds, stores etcdSt
 		go func() { <-ctx.Done(); cli.Close() }()
 		probes = append(probes, readiness.WriteProbe(store.name, cli, s.nodeName))
 	}
+	if local.noFsync != nil {
+		// Its member in the generation the durable etcd records: one
+		// linearizable read of each store per round.
+		probes = append(probes, readiness.Probe{Name: "no-fsync generation", Check: local.noFsync.Current})
+	}
 	return probes, nil
 }
 
 // probeClient reaches a store: this server's own member over TLS on
 // loopback (kube-apiserver's unix socket is kube-apiserver's), else the
 // members kube-apiserver uses, with its TLS; nil when there is no store.
-func (s *Server) probeClient(own *etcd.Running, endpoints []string, tls etcd.TLS) (*clientv3.Client, error) {
+func (s *Server) probeClient(own *etcd.Member, endpoints []string, tls etcd.TLS) (*clientv3.Client, error) {
 	switch {
 	case own != nil:
-		return etcd.NewClient([]string{own.Member.ClientURL()}, EtcdClientTLS(s.cfg.DataDir))
+		return etcd.NewClient([]string{own.ClientURL()}, EtcdClientTLS(s.cfg.DataDir))
 	case len(endpoints) > 0:
 		return etcd.NewClient(endpoints, tls)
 	}

@@ -64,7 +64,7 @@ func stopServerCleanly(t *testing.T, c *cluster) {
 			own = append(own, line)
 		}
 	}
-	want := []string{"k1m server: stopping: waiting for kube-apiserver to drain, then the etcds stop", "k1m server: stopped cleanly"}
+	want := []string{"k1m server: stopping: waiting for kube-apiserver to drain and the controller-manager and scheduler to stop, then the etcds stop", "k1m server: stopped cleanly"}
 	if !reflect.DeepEqual(own, want) {
 		t.Fatalf("server's own log lines after SIGTERM: %q, want %q", own, want)
 	}
