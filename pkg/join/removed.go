@@ -8,11 +8,7 @@ import (
 	"net/url"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 )
 
 // removedServersKey, in k1m-cluster, lists the kube-apiserver addresses
@@ -77,31 +73,5 @@ func RecordRemovedServer(ctx context.Context, client kubernetes.Interface, addre
 // it if need be, again on a conflict: the servers publish it at every
 // start, `k1m server remove` records removals in it.
 func updateSettingsConfigMap(ctx context.Context, client kubernetes.Interface, change func(map[string]string)) error {
-	cms := client.CoreV1().ConfigMaps(PublicNamespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := cms.Get(ctx, SettingsName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			data := map[string]string{}
-			change(data)
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: SettingsName, Namespace: PublicNamespace}, Data: data}, metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), SettingsName, err)
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		cm = cm.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		change(cm.Data)
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("writing ConfigMap %s/%s: %w", PublicNamespace, SettingsName, err)
-	}
-	return nil
+	return updateConfigMapData(ctx, client, PublicNamespace, SettingsName, change)
 }

@@ -144,15 +144,21 @@ func dropLegacy(data map[string]string) {
 // updateServerBootstrap applies change to ServerBootstrapName's data,
 // creating it if need be, again on a conflict.
 func updateServerBootstrap(ctx context.Context, client kubernetes.Interface, change func(map[string]string)) error {
-	cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	return updateConfigMapData(ctx, client, metav1.NamespaceSystem, ServerBootstrapName, change)
+}
+
+// updateConfigMapData applies change to the data of ConfigMap
+// namespace/name, creating it if need be, again on a conflict.
+func updateConfigMapData(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(map[string]string)) error {
+	cms := client.CoreV1().ConfigMaps(namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := cms.Get(ctx, ServerBootstrapName, metav1.GetOptions{})
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			data := map[string]string{}
 			change(data)
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ServerBootstrapName, Namespace: metav1.NamespaceSystem}, Data: data}, metav1.CreateOptions{})
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: data}, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), ServerBootstrapName, err)
+				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
 			}
 			return err
 		}
@@ -168,7 +174,7 @@ func updateServerBootstrap(ctx context.Context, client kubernetes.Interface, cha
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("writing ConfigMap %s/%s: %w", metav1.NamespaceSystem, ServerBootstrapName, err)
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
