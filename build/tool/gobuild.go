@@ -72,7 +72,8 @@ func (p project) flavorEnv(flavor stamp.Flavor) ([]string, error) {
 	return append(os.Environ(), "GOWORK="+gowork, "CGO_ENABLED=0", "GOFLAGS="+goflags), nil
 }
 
-// goCommand runs `go args...` in the flavour's environment.
+// goCommand runs `go args...` in the flavour's environment; after a failed
+// `go test` it prints the tests' messages again (failureRecap).
 func (p project) goCommand(flavor stamp.Flavor, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("go needs a go subcommand, e.g. k1m-build go --flavor k1m test ./pkg/...")
@@ -82,7 +83,16 @@ func (p project) goCommand(flavor stamp.Flavor, args []string, stdout io.Writer)
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = stdout, p.log
-	return cmd.Run()
+	if args[0] != "test" {
+		return cmd.Run()
+	}
+	recap := &failureRecap{out: stdout}
+	cmd.Stdout = recap
+	err = cmd.Run()
+	if err != nil {
+		recap.print(stdout)
+	}
+	return err
 }
 
 // stockTag is pkg/flavor's Tag (a test holds them equal): k1m-build is

@@ -9,10 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	clientsnapshot "go.etcd.io/etcd/client/v3/snapshot"
-	"go.uber.org/zap"
 )
 
 // A generation is one life of the no-fsync group: it begins when a server
@@ -124,7 +121,9 @@ func startEmptyAt(ctx context.Context, m Member, clientTLS TLS, revision int64) 
 		return nil, err
 	}
 	empty := filepath.Join(filepath.Dir(m.DataDir), filepath.Base(m.DataDir)+".empty.db")
-	err = saveSnapshot(ctx, r.Member.ClientURL(), clientTLS, empty)
+	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	err = saveSnapshot(sctx, r.Member.ClientURL(), clientTLS, empty)
+	cancel()
 	r.Stop()
 	defer os.Remove(empty)
 	if err != nil {
@@ -137,14 +136,4 @@ func startEmptyAt(ctx context.Context, m Member, clientTLS TLS, revision int64) 
 		return nil, fmt.Errorf("%s: %w", m.label(), err)
 	}
 	return Start(ctx, m)
-}
-
-func saveSnapshot(ctx context.Context, endpoint string, tls TLS, path string) error {
-	tlsCfg, err := transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.CAFile}.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("etcd client certificate: %w", err)
-	}
-	sctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return clientsnapshot.Save(sctx, zap.NewNop(), clientv3.Config{Endpoints: []string{endpoint}, TLS: tlsCfg, DialTimeout: 5 * time.Second}, path)
 }

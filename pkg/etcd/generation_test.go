@@ -165,7 +165,6 @@ func joinNames(names []string) string {
 // a, left alone in the old group, must move to the new one by itself,
 // and a watch at the old group's revision must be told to list again.
 func TestNoFsyncMaintenancePlusRebootKeepsOneGroup(t *testing.T) {
-	t.Parallel() // each on ports and directories of its own; most of the time is waiting
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)
@@ -209,7 +208,6 @@ func TestNoFsyncMaintenancePlusRebootKeepsOneGroup(t *testing.T) {
 // writes, so a starts the next generation on its own, and the servers,
 // started again, join it.
 func TestNoFsyncGroupWithoutQuorumIsReplaced(t *testing.T) {
-	t.Parallel() // each on ports and directories of its own; most of the time is waiting
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)
@@ -228,7 +226,6 @@ func TestNoFsyncGroupWithoutQuorumIsReplaced(t *testing.T) {
 // TestNoFsyncLiveGroupIsNotReplaced: a group that still has a quorum is
 // never replaced; a member that stopped comes back into it.
 func TestNoFsyncLiveGroupIsNotReplaced(t *testing.T) {
-	t.Parallel() // each on ports and directories of its own; most of the time is waiting
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)

@@ -27,7 +27,8 @@ type NoFsyncMember struct {
 	mu         sync.Mutex
 	running    *Running
 	generation Generation
-	retire     context.CancelFunc // ends the current member's hooks
+	hooksCtx   context.Context    // the current member's hooks run with it
+	retire     context.CancelFunc // ends hooksCtx
 	onStart    []func(context.Context, *Running)
 	stopped    bool
 
@@ -73,22 +74,8 @@ func (n *NoFsyncMember) OnStart(hook func(context.Context, *Running)) {
 	defer n.mu.Unlock()
 	n.onStart = append(n.onStart, hook)
 	if n.running != nil {
-		hook(n.hookContext(), n.running)
+		hook(n.hooksCtx, n.running)
 	}
-}
-
-// hookContext is the context of the current member's hooks. Called with
-// mu held.
-func (n *NoFsyncMember) hookContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	prev := n.retire
-	n.retire = func() {
-		if prev != nil {
-			prev()
-		}
-		cancel()
-	}
-	return ctx
 }
 
 // install makes r, in generation g, the current member.
@@ -100,9 +87,9 @@ func (n *NoFsyncMember) install(r *Running, g Generation) {
 		return
 	}
 	n.running, n.generation = r, g
-	hctx := n.hookContext()
+	n.hooksCtx, n.retire = context.WithCancel(context.Background())
 	for _, hook := range n.onStart {
-		hook(hctx, r)
+		hook(n.hooksCtx, r)
 	}
 	go n.forwardErr(r)
 }

@@ -87,14 +87,8 @@ func (s Snapshots) Save(ctx context.Context, endpoint string, tls TLS, name, nod
 	if _, err := os.Lstat(path); err == nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot %s exists already", path)
 	}
-	tlsCfg, err := transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.CAFile}.ClientConfig()
-	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("etcd client certificate: %w", err)
-	}
-	cfg := clientv3.Config{Endpoints: []string{endpoint}, TLS: tlsCfg, DialTimeout: 10 * time.Second}
-	// Written to PATH.part and renamed into place only when complete.
-	if err := clientsnapshot.Save(ctx, zap.NewNop(), cfg, path); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("snapshot of etcd at %s: %w", endpoint, err)
+	if err := saveSnapshot(ctx, endpoint, tls, path); err != nil {
+		return SnapshotInfo{}, err
 	}
 	info, err := describe(path)
 	if err != nil {
@@ -328,6 +322,20 @@ func Restore(path string, m Member) (kept string, err error) {
 		return "", err
 	}
 	return kept, nil
+}
+
+// saveSnapshot saves the store of the member at endpoint to path (written
+// to PATH.part and renamed into place only when complete).
+func saveSnapshot(ctx context.Context, endpoint string, tls TLS, path string) error {
+	tlsCfg, err := transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.CAFile}.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("etcd client certificate: %w", err)
+	}
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, TLS: tlsCfg, DialTimeout: 10 * time.Second}
+	if err := clientsnapshot.Save(ctx, zap.NewNop(), cfg, path); err != nil {
+		return fmt.Errorf("snapshot of etcd at %s: %w", endpoint, err)
+	}
+	return nil
 }
 
 // restoreRaised restores the snapshot at path into dir as m's data, the
