@@ -177,7 +177,11 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 	if s.member.joining {
 		// Join's errors say what to change (the node name of a duplicate,
 		// the members it could not reach).
-		if m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report); err != nil {
+		m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report)
+		if errors.Is(err, etcd.ErrPeerURLTaken) {
+			return nil, fmt.Errorf("--advertise-address %s: %w", s.advertise, err)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
