@@ -62,6 +62,13 @@ func StartNoFsync(ctx context.Context, durable *clientv3.Client, m Member, clien
 		}
 		report(fmt.Sprintf("%s: the other servers' members (%s) did not take it (%v): starting a new no-fsync cluster; Leases and Events start over", m.label(), strings.Join(others, ", "), err))
 	}
+	// A token of its own: a member of an earlier no-fsync cluster (a
+	// server that kept running through a restore on another) is refused
+	// by its cluster ID instead of taking this member into its group.
+	if m.ClusterToken, err = randomID(); err != nil {
+		return nil, err
+	}
+	m.ClusterToken = "k1m-nofsync-" + m.ClusterToken
 	r, err := Start(ctx, m)
 	if err != nil {
 		return nil, err
