@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/nodename"
-	"k1m.dev/k1m/pkg/pki"
 )
 
 func TestCheckClusterSettingsNamesEveryFlagThatDiffers(t *testing.T) {
