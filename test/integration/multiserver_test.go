@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,7 +137,8 @@ func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
 		"the cluster was restored or reset since, and this data is the cluster as it was before, which must not rejoin it; "+
 		"on a running server run k1m server remove %s, then move %s away and start this server with an empty --data-dir, --server and --token "+
 		"(docs/operations.md, \"Restoring a cluster of several servers\")", s2.DataDir, stale, s1.Addr, restored, s2.Name, s2.DataDir)
-	if log, _ := os.ReadFile(s2.LogFile); !strings.Contains(string(log), "Error: "+want+"\n") {
+	// The server logs its error through klog, quoted.
+	if log, _ := os.ReadFile(s2.LogFile); !strings.Contains(string(log), `"command failed" err=`+strconv.Quote(want)) {
 		t.Errorf("server 2 on its old data: its log lacks the refusal\n%s\nlog:\n%s", want, log)
 	}
 
@@ -146,6 +148,17 @@ func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
 	must(t, "move server 2's data away", os.Rename(s2.DataDir, s2.DataDir+".before-restore"))
 	must(t, "start-server 2 on empty data", m.h.StartServer(ctx, 2))
 	m.requireMembersNamed(ctx, t, []string{s1.Name, s2.Name})
+	// Its node joins again: k1m server remove released the name.
+	testutil.Eventually(t, 3*time.Minute, "node "+s2.Name+" Ready", func() error {
+		n, err := m.client(1).CoreV1().Nodes().Get(ctx, s2.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !clustercheck.Ready(n) {
+			return fmt.Errorf("node %s not Ready", s2.Name)
+		}
+		return nil
+	})
 	if _, err := m.client(2).CoreV1().ConfigMaps("default").Get(ctx, "after-the-snapshot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the ConfigMap written after the snapshot, after the restore: %v, want NotFound", err)
 	}
