@@ -8,7 +8,8 @@
 // each logged as it starts ("k1m agent: phase NAME"):
 //
 //	phase        file          what it does
-//	preflight    preflight.go  checks --images-dir, that --data-dir and --run-dir are writable, and the kernel
+//	preflight    preflight.go  checks --images-dir, that --data-dir and --run-dir are writable,
+//	                           the node name --data-dir was made for (DATA-DIR/node-name), the kernel
 //	balancer     balancer.go   starts the client-side load balancer (agents only: the server's own
 //	                           node talks to its local kube-apiserver directly)
 //	join         join.go       resumes on the node's own client certificate, or joins with the token

@@ -2,11 +2,13 @@ package agent
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/nodename"
 )
 
 func TestJoinErrorsSpeakTheUsersWords(t *testing.T) {
@@ -50,5 +52,22 @@ func TestPhases(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: phases\n got %q\nwant %q", c.name, got, c.want)
 		}
+	}
+}
+
+// A node's data directory made for one name refuses another, naming both
+// and the flag.
+func TestNodeNameIsTheDataDirectorys(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "kubelet-pki", "kubelet-client-current.pem")
+	if err := nodename.Record(dir, "k1m-node-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkNodeName(dir, cert, "k1m-node-1"); err != nil {
+		t.Errorf("restart: %v", err)
+	}
+	want := "--node-name k1m-node-2 (the host name when not given): the data directory " + dir + " was made for node k1m-node-1: start it with --node-name k1m-node-1, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node k1m-node-1)"
+	if err := checkNodeName(dir, cert, "k1m-node-2"); err == nil || err.Error() != want {
+		t.Errorf("another name:\n got %v\nwant %s", err, want)
 	}
 }

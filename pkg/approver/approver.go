@@ -447,3 +447,34 @@ func publicKey(r *x509.CertificateRequest) []byte {
 	}
 	return der
 }
+
+// ReleaseNodeName deletes the kubelet client certificate requests that
+// name node (system:node:NODE): for an hour after its approval such a
+// request binds the name to its key, and a machine joining again under
+// the name with a new key (a server removed and rejoined with an empty
+// data directory) is refused until it is gone. For k1m server remove, an
+// operator's act: one List of the kubelet client requests (at most an
+// hour's joins and renewals) per removal, nothing per node.
+func ReleaseNodeName(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {
+	csrs := client.CertificatesV1().CertificateSigningRequests()
+	list, err := csrs.List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=" + certv1.KubeAPIServerClientKubeletSignerName})
+	if err != nil {
+		return nil, fmt.Errorf("listing the kubelet client certificate requests: %w", err)
+	}
+	var deleted []string
+	for i := range list.Items {
+		if list.Items[i].Spec.SignerName != certv1.KubeAPIServerClientKubeletSignerName {
+			continue // the server's selector is the filter; a fake client's is not
+		}
+		req, err := parse(&list.Items[i])
+		if err != nil || req.Subject.CommonName != "system:node:"+node {
+			continue
+		}
+		err = csrs.Delete(ctx, list.Items[i].Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("deleting CertificateSigningRequest %s: %w", list.Items[i].Name, err)
+		}
+		deleted = append(deleted, list.Items[i].Name)
+	}
+	return deleted, nil
+}

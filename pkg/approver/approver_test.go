@@ -401,3 +401,37 @@ func TestRememberedApprovalForgottenWhenShown(t *testing.T) {
 		t.Errorf("%d approvals remembered once the cache shows the CSR, want 0", len(a.names.approved))
 	}
 }
+
+// A removed server's name is released: its node's client certificate
+// requests go, and nothing else; a join under the name is then approved.
+func TestReleaseNodeName(t *testing.T) {
+	servingReq := serving("csr-serving", "k1m-server-2", nil, []string{"k1m-server-2"})
+	servingReq.key = newKey(t)
+	objects := []runtime.Object{
+		approvedJoin(t, "csr-gone", "k1m-server-2", newKey(t)),
+		approvedJoin(t, "csr-other", "k1m-server-3", newKey(t)),
+		servingReq.csr(t),
+	}
+	client := fake.NewSimpleClientset(objects...)
+	deleted, err := ReleaseNodeName(context.Background(), client, "k1m-server-2")
+	if err != nil || !slices.Equal(deleted, []string{"csr-gone"}) {
+		t.Fatalf("ReleaseNodeName = %v, %v; want [csr-gone]", deleted, err)
+	}
+	left, err := client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range left.Items {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"csr-other", "csr-serving"}; !slices.Equal(names, want) {
+		t.Errorf("left %v, want %v", names, want)
+	}
+	rejoin := joinRequest("csr-rejoin", "k1m-server-2", newKey(t)).csr(t)
+	cond, err := decided(t, []runtime.Object{rejoin, &left.Items[0], &left.Items[1]}, "csr-rejoin")
+	if err != nil || cond == nil || cond.Type != certv1.CertificateApproved {
+		t.Errorf("a join under the released name: %+v, %v; want approved", cond, err)
+	}
+}

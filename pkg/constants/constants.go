@@ -129,3 +129,8 @@ const (
 // the renew interval its kubelet runs with. Before it changes the lease
 // profile, the server reads it to know the slowest node (docs/server.md).
 const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"
+
+// ServerBootstrapName is the kube-system ConfigMap a multi-server
+// cluster's servers publish themselves in, and joining servers read
+// (package join says what it holds).
+const ServerBootstrapName = "k1m-server-bootstrap"

@@ -72,6 +72,12 @@ type Member struct {
 	// --initial-cluster-state=existing); ignored once the member has data.
 	InitialCluster string
 	JoinExisting   bool
+	// ClusterToken is etcd's --initial-cluster-token for a member that
+	// starts a new raft cluster (or is restored into one): the cluster's
+	// ID is made from it, and members of another cluster ID are refused.
+	// Empty: etcd's default, the same for every cluster. Ignored once the
+	// member has data, and by a member that joins.
+	ClusterToken string
 	// LocalSocket, when set, is a unix socket the member also serves
 	// clients on, without TLS or client certificates: for the
 	// kube-apiserver of the same server, whose every write would
@@ -207,6 +213,9 @@ func config(m Member) (*embed.Config, error) {
 	}
 	if m.JoinExisting {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	if m.ClusterToken != "" {
+		cfg.InitialClusterToken = m.ClusterToken
 	}
 	cfg.PeerTLSInfo = tls
 	if m.TLS.ClientCAFile != "" {

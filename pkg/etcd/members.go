@@ -64,13 +64,17 @@ func Members(ctx context.Context, cli *clientv3.Client) ([]MemberInfo, error) {
 // ErrDuplicateName says another member has the joining member's name.
 var ErrDuplicateName = errors.New("duplicate member name")
 
+// ErrPeerURLTaken says another member has the joining member's peer URL.
+var ErrPeerURLTaken = errors.New("peer URL taken")
+
 // Join adds m to the cluster the endpoints reach, as a learner (a member
 // that receives the log but does not vote, so that a new member catching
 // up cannot cost the cluster its quorum), and returns m ready to start
 // with Start; Promote makes it a voting member once it has caught up.
-// An entry of m's own from before (same peer URL: the server lost its
-// data, or a join stopped half-way) is removed first; another member of
-// the same name is refused. report gets progress lines.
+// An entry of m's own from before (the server lost its data, or a join
+// stopped half-way) is removed first; another member of the same name, or
+// another server's member at m's peer URL, is refused. report gets
+// progress lines.
 func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report func(string)) (Member, error) {
 	cli, err := NewClient(endpoints, tls)
 	if err != nil {
@@ -84,6 +88,9 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 		}
 		var added *clientv3.MemberAddResponse
 		err = removeStaleSelf(ctx, cli, members, m, report)
+		if errors.Is(err, ErrDuplicateName) || errors.Is(err, ErrPeerURLTaken) {
+			return Member{}, err // the refusal says all there is to say
+		}
 		if err == nil {
 			added, err = addLearner(ctx, cli, m.PeerURL())
 		}
@@ -107,16 +114,24 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 	}
 }
 
-// removeStaleSelf removes m's own entry from before, and refuses another
-// member with m's name.
+// removeStaleSelf removes m's own entry from before: one of m's name at
+// m's peer URL (the server lost its data), or a learner that never
+// started at m's peer URL (m's own join stopped half-way). It refuses
+// another member with m's name, and a started member of another name at
+// m's peer URL: that is a live server, which a wrong advertise address
+// must not evict.
 func removeStaleSelf(ctx context.Context, cli *clientv3.Client, members []MemberInfo, m Member, report func(string)) error {
 	for _, other := range members {
+		samePeer := slices.Contains(other.PeerURLs, m.PeerURL())
 		switch {
-		case slices.Contains(other.PeerURLs, m.PeerURL()):
+		case samePeer && (other.Name == m.Name || other.Name == ""):
 			report(fmt.Sprintf("%s: removing this server's own member entry from before (id %x, %s): it lost its data, and joins again", m.label(), other.ID, m.PeerURL()))
 			if err := removeMember(ctx, cli, other.ID); err != nil {
 				return err
 			}
+		case samePeer:
+			return fmt.Errorf("%w: etcd member %q (a running server, not this one) already has peer URL %s: each server needs an address of its own",
+				ErrPeerURLTaken, other.Name, m.PeerURL())
 		case other.Name == m.Name:
 			return fmt.Errorf("%w: etcd member %q already exists at %s: give this server another --node-name, or remove the old one first (k1m server remove %s)",
 				ErrDuplicateName, m.Name, strings.Join(other.PeerURLs, ","), m.Name)

@@ -245,3 +245,41 @@ func TestHasDataMeansAWriteAheadLog(t *testing.T) {
 		t.Error("HasData after a start: false, want true")
 	}
 }
+
+// A joining server whose advertise address is another live member's (a
+// wrong --advertise-address) must not take that member's place: only an
+// entry of its own name, or a learner that never started (its own join
+// stopped half-way), is its own from before.
+func TestJoinRefusesAPeerURLOfAnotherMember(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, clientTLS := certs(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := clusterMember(t, dir, "server-a", serverTLS)
+	ra, err := Start(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Stop()
+	seeds := []string{a.AdvertisedClientURL()}
+	c := clusterMember(t, dir, "server-c", serverTLS)
+	joinAndPromote(ctx, t, seeds, clientTLS, c)
+
+	wrong := clusterMember(t, dir, "server-b", serverTLS)
+	wrong.Port = c.Port // its peer URL is server-c's
+	_, err = Join(ctx, seeds, clientTLS, wrong, logf(t))
+	wantErr := `peer URL taken: etcd member "server-c" (a running server, not this one) already has peer URL ` + c.PeerURL() +
+		`: each server needs an address of its own`
+	if !errors.Is(err, ErrPeerURLTaken) || err.Error() != wantErr {
+		t.Errorf("Join at server-c's peer URL: %v, want %q", err, wantErr)
+	}
+	cli, err := NewClient(seeds, clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	want := []memberView{{"server-a", false}, {"server-c", false}}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the refused join: members %+v, want %+v", got, want)
+	}
+}

@@ -136,7 +136,16 @@ func (n *NoFsyncMember) attempt(ctx context.Context) (*Running, Generation, erro
 	if err != nil {
 		return nil, Generation{}, err
 	}
-	r, err := startEmptyAt(ctx, n.member, n.tls, next.Revision)
+	// A token of its own: a member of an earlier no-fsync cluster (a
+	// server that kept running through a restore on another) is refused
+	// by its cluster ID instead of taking this member into its group.
+	first := n.member
+	token, err := randomID()
+	if err != nil {
+		return nil, Generation{}, err
+	}
+	first.ClusterToken = "k1m-nofsync-" + token
+	r, err := startEmptyAt(ctx, first, n.tls, next.Revision)
 	if err != nil {
 		return nil, Generation{}, err
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/serverbundle"
 )
@@ -30,7 +31,7 @@ import (
 // server's etcds serve. It lives in kube-system; RBAC (manifests/) lets the
 // bootstrap group read it, so any join token reads it, but only the
 // server token's seal, which the cluster never stores, opens the bundle.
-const ServerBootstrapName = "k1m-server-bootstrap"
+const ServerBootstrapName = constants.ServerBootstrapName
 
 // Keys of ServerBootstrapName's data.
 const (
@@ -228,7 +229,7 @@ func FetchServerBootstrap(ctx context.Context, serverURL string, caPEM []byte, t
 	case http.StatusUnauthorized:
 		return ServerBootstrap{}, tokenError("the server refused the token (401 Unauthorized): it is mistyped, expired or deleted")
 	case http.StatusNotFound:
-		return ServerBootstrap{}, serverError("it is not a server of a multi-server cluster (no %s/%s): start the first server with --cluster-init (a lone server's data can be restarted with it)", metav1.NamespaceSystem, ServerBootstrapName)
+		return ServerBootstrap{}, serverError("%w (no %s/%s): start the first server with --cluster-init (a lone server's data can be restarted with it)", ErrNotPublished, metav1.NamespaceSystem, ServerBootstrapName)
 	default:
 		return ServerBootstrap{}, serverError("reading %s/%s: HTTP %d: %s", metav1.NamespaceSystem, ServerBootstrapName, resp.StatusCode, truncate(body))
 	}
@@ -238,6 +239,11 @@ func FetchServerBootstrap(ctx context.Context, serverURL string, caPEM []byte, t
 	}
 	return parseServerBootstrap(cm.Data, token)
 }
+
+// ErrNotPublished says the server publishes no server bootstrap: it is not
+// a server of a multi-server cluster, or not yet (a first server started
+// with --cluster-init publishes it once its kube-apiserver is up).
+var ErrNotPublished = errors.New("it is not a server of a multi-server cluster")
 
 // ErrNotServerToken says the token joins agents only.
 var ErrNotServerToken = errors.New("not a server token")

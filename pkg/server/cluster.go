@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
@@ -92,7 +94,7 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, joinFlagError(err)
 	}
-	fetched, err := join.FetchServerBootstrap(ctx, s.cfg.JoinServer, found.CAPEM, token)
+	fetched, err := s.fetchServerBootstrap(ctx, found.CAPEM)
 	if err != nil {
 		return nil, joinFlagError(err)
 	}
@@ -115,6 +117,30 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 		s.step("got the cluster's CAs and keys; its durable etcd members: %s", strings.Join(fetched.DurableEtcdURLs(), ", "))
 	}
 	return fetched.DurableEtcdURLs(), nil
+}
+
+// bootstrapWait is how long a joining server waits for the first server
+// to publish the server bootstrap: a lone server's data restarted with
+// --cluster-init answers /readyz (and keeps its old token files) a moment
+// before it publishes.
+const bootstrapWait = time.Minute
+
+// fetchServerBootstrap reads the server bootstrap, waiting up to
+// bootstrapWait while the server publishes none.
+func (s *Server) fetchServerBootstrap(ctx context.Context, caPEM []byte) (join.ServerBootstrap, error) {
+	deadline := time.Now().Add(bootstrapWait)
+	for said := false; ; said = true {
+		fetched, err := join.FetchServerBootstrap(ctx, s.cfg.JoinServer, caPEM, s.cfg.JoinToken)
+		if !errors.Is(err, join.ErrNotPublished) || time.Now().After(deadline) {
+			return fetched, err
+		}
+		if !said {
+			s.step("%s publishes no %s yet (a first server started with --cluster-init publishes it once its kube-apiserver is up): waiting up to %s", s.cfg.JoinServer, join.ServerBootstrapName, bootstrapWait)
+		}
+		if err := clock.Sleep(ctx, 2*time.Second); err != nil {
+			return join.ServerBootstrap{}, err
+		}
+	}
 }
 
 // joinFlagError names the joining server's flag for a join error.

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
-	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/nodename"
 )
 
 func TestCheckClusterSettingsNamesEveryFlagThatDiffers(t *testing.T) {
@@ -116,34 +115,25 @@ func TestKubeletServingCAIsTheClusters(t *testing.T) {
 	}
 }
 
-// A data directory made for one node name refuses another, naming both;
-// one from before the record is known by its node's client certificate.
+// A data directory made for one node name refuses another, naming both
+// and the flag, given or not (package nodename tests the record itself).
 func TestNodeNameIsTheDataDirectorys(t *testing.T) {
 	dir := t.TempDir()
-	if err := checkNodeName(dir, "vm"); err != nil {
+	if err := checkNodeName(dir, "", "vm"); err != nil {
 		t.Fatalf("first start: %v", err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("the check wrote %v: only a start that passed its checks records the name", entries)
-	}
-	if err := recordNodeName(dir, "vm"); err != nil {
+	if err := nodename.Record(dir, "vm"); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkNodeName(dir, "vm"); err != nil {
+	if err := checkNodeName(dir, "", "vm"); err != nil {
 		t.Errorf("restart: %v", err)
 	}
-	want := "--node-name k1m-server-1: the data directory " + dir + " was made for node vm: start it with --node-name vm, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node vm)"
-	if err := checkNodeName(dir, "k1m-server-1"); err == nil || err.Error() != want {
-		t.Errorf("another name:\n got %v\nwant %s", err, want)
-	}
-	old := t.TempDir()
-	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")
-	cert, key, _ := ca.LoadOrIssue(t.TempDir(), pki.Leaf{Name: "node", CommonName: "system:node:vm", Organization: []string{"system:nodes"}, Client: true})
-	c, _ := os.ReadFile(cert)
-	k, _ := os.ReadFile(key)
-	os.MkdirAll(filepath.Join(old, "agent", "kubelet-pki"), 0o700)
-	os.WriteFile(filepath.Join(old, "agent", "kubelet-pki", "kubelet-client-current.pem"), append(c, k...), 0o600)
-	if err := checkNodeName(old, "k1m-server-1"); err == nil || !strings.Contains(err.Error(), "was made for node vm") {
-		t.Errorf("a data directory from before the record: %v", err)
+	for _, c := range []struct{ given, want string }{
+		{"k1m-server-1", "--node-name k1m-server-1: the data directory " + dir + " was made for node vm: start it with --node-name vm, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node vm)"},
+		{"", "--node-name (not given: the host name, k1m-server-1): the data directory " + dir + " was made for node vm: start it with --node-name vm, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node vm)"},
+	} {
+		if err := checkNodeName(dir, c.given, "k1m-server-1"); err == nil || err.Error() != c.want {
+			t.Errorf("--node-name %q:\n got %v\nwant %s", c.given, err, c.want)
+		}
 	}
 }

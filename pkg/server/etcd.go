@@ -169,7 +169,9 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 // startDurable starts the durable etcd: a joining server's is added to
 // the cluster as a learner first and promoted once it has caught up (a
 // restarted learner too); a --cluster-init on a lone server's data moves
-// its member to the advertise address.
+// its member to the advertise address. A server of several with data is
+// refused first when the others run another incarnation
+// (checkIncarnation); once it runs, its incarnation is recorded.
 func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running, error) {
 	report := func(msg string) { s.step("%s", msg) }
 	clientTLS := EtcdClientTLS(s.cfg.DataDir)
@@ -177,13 +179,26 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 	if s.member.joining {
 		// Join's errors say what to change (the node name of a duplicate,
 		// the members it could not reach).
-		if m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report); err != nil {
+		m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report)
+		if errors.Is(err, etcd.ErrPeerURLTaken) {
+			return nil, fmt.Errorf("--advertise-address %s: %w", s.advertise, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	hadData := durableHasData(s.cfg.DataDir)
+	if s.member.clustered && !s.member.joining && hadData {
+		if err := s.checkIncarnation(ctx); err != nil {
 			return nil, err
 		}
 	}
 	durable, err := etcd.Start(ctx, m)
-	if err != nil || !s.member.clustered {
-		return durable, err
+	if err != nil {
+		return nil, err
+	}
+	if !s.member.clustered {
+		return durable, s.recordOrStop(ctx, durable, hadData)
 	}
 	if moved, err := durable.SetPeerURL(ctx, clientTLS); err != nil {
 		durable.Stop()
@@ -199,7 +214,17 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 		durable.Stop()
 		return nil, err
 	}
-	return durable, nil
+	return durable, s.recordOrStop(ctx, durable, hadData)
+}
+
+// recordOrStop records the incarnation the running durable etcd is of,
+// or stops it when that fails.
+func (s *Server) recordOrStop(ctx context.Context, durable *etcd.Running, hadData bool) error {
+	if err := s.recordIncarnation(ctx, durable, hadData); err != nil {
+		durable.Stop()
+		return fmt.Errorf("recording the cluster's incarnation: %w", err)
+	}
+	return nil
 }
 
 // legacyNoFsyncDir is the no-fsync etcd's default directory in releases
@@ -343,9 +368,22 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 			"start it without --cluster-reset and --cluster-reset-restore-path (or delete %s to reset again)", describeReset(done), done.At.Format(time.RFC3339), s.resetRecordPath())
 	}
 	record := resetRecord{At: time.Now().UTC()}
-	member := s.durableMember(c)
 	if path := s.cfg.ClusterReset.RestorePath; path != "" {
+		record.RestoredFrom = path
+	}
+	old, _, err := readIncarnation(s.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	next, err := etcd.NewIncarnation(old.Incarnation.ID, describeReset(record), record.At)
+	if err != nil {
+		return err
+	}
+	member := s.durableMember(c)
+	if path := record.RestoredFrom; path != "" {
 		s.step("restoring the durable etcd from %s", path)
+		// Its own raft cluster ID: members of the old one are refused.
+		member.ClusterToken = next.ClusterToken()
 		kept, err := etcd.Restore(path, member)
 		if err != nil {
 			return fmt.Errorf("--cluster-reset-restore-path: %w (nothing was changed)", err)
@@ -353,15 +391,13 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 		if kept != "" {
 			s.step("the data it replaced is kept in %s (delete it once the cluster is as it should be)", kept)
 		}
-		record.RestoredFrom = path
 	} else {
+		// The other members are removed, which etcd refuses from then on.
 		s.step("resetting the durable etcd to a one-member cluster")
 		member.ForceNewCluster = true
-		r, err := etcd.Start(ctx, member)
-		if err != nil {
-			return fmt.Errorf("--cluster-reset: %w", err)
-		}
-		r.Stop()
+	}
+	if err := s.newIncarnation(ctx, member, next); err != nil {
+		return err
 	}
 	// Leases and Events from before the reset mean nothing now.
 	if err := etcd.DiscardData(s.cfg.NoFsyncDataDir); err != nil {

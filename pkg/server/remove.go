@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/join"
@@ -28,7 +29,7 @@ type RemoveOptions struct {
 // RemoveServer takes a server out of its cluster, from another server: its
 // durable etcd member first (refused, with nothing changed, when the
 // members left could not keep a quorum), then its no-fsync member, its
-// records, and its Node. A server removed this way joins again only with
+// records, its Node and its node's client certificate requests. A server removed this way joins again only with
 // an empty data directory (k1m server --server ... on a fresh one).
 func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	client, err := adminClient(o.DataDir)
@@ -140,6 +141,15 @@ func forgetServerObjects(ctx context.Context, client kubernetes.Interface, o Rem
 		return fmt.Errorf("deleting Node %s: %w", o.Name, err)
 	default:
 		fmt.Fprintf(out, "deleted Node %s\n", o.Name)
+	}
+	// Its node's join binds the name for an hour: a rejoin under it, with
+	// a new key, would be refused until then.
+	released, err := approver.ReleaseNodeName(ctx, client, o.Name)
+	if err != nil {
+		return err
+	}
+	if len(released) > 0 {
+		fmt.Fprintf(out, "deleted the client certificate requests of node %s: %s\n", o.Name, strings.Join(released, ", "))
 	}
 	fmt.Fprintf(out, "server %s removed; to bring it back, start it with an empty --data-dir and --server, --token\n", o.Name)
 	return nil

@@ -64,6 +64,7 @@ import (
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/netutil"
+	"k1m.dev/k1m/pkg/nodename"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/poll"
@@ -322,7 +323,7 @@ func (s *Server) phasePreflight() error {
 	var errs []error
 	errs = append(errs, preflight.Writable("--data-dir", s.cfg.DataDir), preflight.Writable("--no-fsync-data-dir", s.cfg.NoFsyncDataDir))
 	if errs[0] == nil {
-		errs = append(errs, checkNodeName(s.cfg.DataDir, s.nodeName))
+		errs = append(errs, checkNodeName(s.cfg.DataDir, s.cfg.NodeName, s.nodeName))
 	}
 	errs = append(errs, preflight.PortFree("--https-listen-port", s.cfg.BindAddress, s.cfg.HTTPSPort), s.checkSecretsKey())
 	for _, p := range []struct {
@@ -342,7 +343,7 @@ func (s *Server) phasePreflight() error {
 	if err := errors.Join(errs...); err != nil {
 		return err // nothing written
 	}
-	return recordNodeName(s.cfg.DataDir, s.nodeName)
+	return nodename.Record(s.cfg.DataDir, s.nodeName)
 }
 
 // serverToken is the server's join token and whether its bootstrap-token

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -99,6 +101,92 @@ func TestMultiServer(t *testing.T) {
 	// Joins with the server token the rotation made.
 	t.Run("ReplaceDeadServer", func(t *testing.T) { m.testReplaceDeadServer(ctx, t, dataRoot, clusterDir) })
 	t.Run("EveryServerFollowsTheRotation", func(t *testing.T) { m.requireRotationFollowed(ctx, t, oldServerToken) })
+	// Last: it restores the whole cluster to a snapshot.
+	t.Run("RestoreOnOneServerFencesTheOthers", func(t *testing.T) { m.testRestoreFenced(ctx, t) })
+}
+
+// testRestoreFenced runs docs/operations.md's HA restore: a snapshot on
+// server 1, a write after it, every server stopped, server 1 restored and
+// started; server 2 started on its old data is refused, naming both
+// incarnations, and rejoins with an empty data directory once k1m server
+// remove took its records: both etcds then hold servers 1 and 2 alone,
+// and the write after the snapshot is gone.
+func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
+	s1, s2 := m.h.Server(1), m.h.Server(2)
+	inNetns := func(n localcluster.Node, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.Netns, m.k1m}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := inNetns(s1, "etcd-snapshot", "save", "--data-dir", s1.DataDir, "--name", "ha-restore")
+	saved := savedSnapshot.FindStringSubmatch(out)
+	if err != nil || saved == nil {
+		t.Fatalf("etcd-snapshot save: %v\n%s", err, out)
+	}
+	snapshot := filepath.Join(saved[2], saved[1])
+	cms := m.client(1).CoreV1().ConfigMaps("default")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-the-snapshot"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= multiServers; i++ {
+		must(t, fmt.Sprintf("stop-server %d", i), m.h.StopServer(ctx, i))
+	}
+	var reset strings.Builder
+	if err := m.h.ResetServer(ctx, &reset, snapshot); err != nil {
+		t.Fatalf("restore on server 1: %v\n%s", err, reset.String())
+	}
+	must(t, "start-server 1", m.h.StartServer(ctx, 1))
+
+	stale, restored := readIncarnation(t, s2.DataDir), readIncarnation(t, s1.DataDir)
+	if restored.Replaces != stale.ID {
+		t.Errorf("server 1's incarnation %+v does not replace server 2's %+v", restored, stale)
+	}
+	if err := m.h.StartServer(ctx, 2); err == nil {
+		t.Fatal("server 2 started on its data from before the restore")
+	}
+	want := fmt.Sprintf("this server's data (%s) is of incarnation %s, but the durable etcd at https://[%s]:2379 runs incarnation %s: "+
+		"the cluster was restored or reset since, and this data is the cluster as it was before, which must not rejoin it; "+
+		"on a running server run k1m server remove %s, then move %s away and start this server with an empty --data-dir, --server and --token "+
+		"(docs/operations.md, \"Restoring a cluster of several servers\")", s2.DataDir, stale, s1.Addr, restored, s2.Name, s2.DataDir)
+	// The server logs its error through klog, quoted.
+	if log, _ := os.ReadFile(s2.LogFile); !strings.Contains(string(log), `"command failed" err=`+strconv.Quote(want)) {
+		t.Errorf("server 2 on its old data: its log lacks the refusal\n%s\nlog:\n%s", want, log)
+	}
+
+	if out, err := inNetns(s1, "server", "remove", s2.Name, "--data-dir", s1.DataDir); err != nil {
+		t.Fatalf("k1m server remove %s: %v\n%s", s2.Name, err, out)
+	}
+	must(t, "move server 2's data away", os.Rename(s2.DataDir, s2.DataDir+".before-restore"))
+	must(t, "start-server 2 on empty data", m.h.StartServer(ctx, 2))
+	m.requireMembersNamed(ctx, t, []string{s1.Name, s2.Name})
+	// Its node joins again: k1m server remove released the name.
+	testutil.Eventually(t, 3*time.Minute, "node "+s2.Name+" Ready", func() error {
+		n, err := m.client(1).CoreV1().Nodes().Get(ctx, s2.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !clustercheck.Ready(n) {
+			return fmt.Errorf("node %s not Ready", s2.Name)
+		}
+		return nil
+	})
+	if _, err := m.client(2).CoreV1().ConfigMaps("default").Get(ctx, "after-the-snapshot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap written after the snapshot, after the restore: %v, want NotFound", err)
+	}
+}
+
+func readIncarnation(t *testing.T, dataDir string) etcd.Incarnation {
+	t.Helper()
+	var rec struct {
+		Incarnation etcd.Incarnation `json:"incarnation"`
+	}
+	data, err := os.ReadFile(filepath.Join(dataDir, "incarnation.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil || rec.Incarnation.ID == "" {
+		t.Fatalf("%s/incarnation.json: %v (%s)", dataDir, err, data)
+	}
+	return rec.Incarnation
 }
 
 func requireNodesReady(ctx context.Context, t *testing.T, client kubernetes.Interface, want int) {

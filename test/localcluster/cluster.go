@@ -25,6 +25,8 @@ import (
 
 	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/netutil"
+	"k1m.dev/k1m/pkg/nodename"
 	"k1m.dev/k1m/test/localcluster/network"
 )
 
@@ -74,6 +76,7 @@ func (c *Cluster) upActions() []action {
 	acts := []action{
 		{"refuse a running cluster", c.refuseRunning},
 		{"check that no other cluster runs", c.checkMachineFree},
+		{"check that the data is this layout's", c.checkDataLayout},
 		{"record the layout", c.recordLayout},
 	}
 	if len(c.plan.namespaced()) > 0 {
@@ -98,6 +101,33 @@ func (c *Cluster) Up(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkDataLayout refuses, before anything starts, servers whose data
+// was made for other node names: a lone server's data is its host's
+// node, several servers' are k1m-server-I (and the other way round), and
+// a server refuses data made for another name. It names the command to
+// run instead.
+func (c *Cluster) checkDataLayout(context.Context) error {
+	var errs []error
+	for _, n := range c.plan.Servers {
+		name, _, err := netutil.NodeIdentity(n.Name, "::1")
+		if err != nil {
+			return err
+		}
+		recorded, err := nodename.Recorded(n.DataDir, filepath.Join(n.DataDir, "agent", "kubelet-pki", "kubelet-client-current.pem"))
+		if err != nil {
+			return err
+		}
+		if recorded != "" && recorded != name {
+			errs = append(errs, fmt.Errorf("%s: its data %s was made for node %s, and SERVERS=%d names it %s", n.Label(), n.DataDir, recorded, c.opts.Servers, name))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w\nthe data under %s is another layout's cluster: start it as it was made (the SERVERS it had), or start from empty data: make cluster-down, rm -rf %s, then make cluster again",
+		errors.Join(errs...), c.opts.DataRoot, c.opts.DataRoot)
 }
 
 // Layout files in ClusterDir: what Up was asked for, so that later

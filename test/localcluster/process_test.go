@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/pkg/nodename"
 	"k1m.dev/k1m/pkg/testutil"
 )
 
@@ -113,14 +115,51 @@ func TestStoppedMessage(t *testing.T) {
 	}
 }
 
-// A Ready node the plan does not name (the lone server's old node, left
-// under the host's name when the data is reused by servers of several) is
-// not counted, and is named.
-func TestCountReady(t *testing.T) {
+// The expected nodes are Ready, or missing (not Ready, or not
+// registered), each named; a Ready node the plan does not name (the lone
+// server's old node, left under the host's name when the data is reused
+// by servers of several) is not counted, and is named.
+func TestReadiness(t *testing.T) {
 	out := "k1m-server-1 True\nk1m-node-1 False\nk1m-node-2 Unknown\nvm True\nk1m-server-2 True\n\n"
-	ready, others := countReady(out, []string{"k1m-server-1", "k1m-server-2", "k1m-node-1", "k1m-node-2"})
-	if ready != 2 || !slices.Equal(others, []string{"vm"}) {
-		t.Errorf("countReady = %d, %v; want 2, [vm]", ready, others)
+	got := readinessOf(out, []string{"k1m-server-1", "k1m-server-2", "k1m-server-3", "k1m-node-1", "k1m-node-2"})
+	want := readiness{Ready: []string{"k1m-server-1", "k1m-server-2"}, Missing: []string{"k1m-server-3", "k1m-node-1", "k1m-node-2"}, Others: []string{"vm"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("readinessOf:\n got %+v\nwant %+v", got, want)
+	}
+	wantText := "; not Ready: k1m-server-3, k1m-node-1, k1m-node-2; not counted, not in this cluster's plan: vm (left by an earlier cluster in this data: k1m kubectl delete node NAME)"
+	if got.describe() != wantText {
+		t.Errorf("describe:\n got %q\nwant %q", got.describe(), wantText)
+	}
+	all := readinessOf("a True\nb True\n", []string{"a", "b"})
+	if want := (readiness{Ready: []string{"a", "b"}}); !reflect.DeepEqual(all, want) || all.describe() != "" {
+		t.Errorf("all Ready: %+v %q, want %+v and no description", all, all.describe(), want)
+	}
+}
+
+// Data a lone server made (its node named after the host) is refused at
+// once by a layout of several servers, naming the command to run; data of
+// the layout's own names, or none, passes.
+func TestCheckDataLayout(t *testing.T) {
+	root := t.TempDir()
+	o := base(3, 5)
+	o.DataRoot = root
+	c := newCluster(t, o)
+	if err := c.checkDataLayout(t.Context()); err != nil {
+		t.Fatalf("empty data: %v", err)
+	}
+	if err := nodename.Record(c.Server(2).DataDir, "k1m-server-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.checkDataLayout(t.Context()); err != nil {
+		t.Errorf("data of this layout: %v", err)
+	}
+	if err := nodename.Record(c.Server(1).DataDir, "vm"); err != nil {
+		t.Fatal(err)
+	}
+	want := "k1m server k1m-server-1: its data " + root + "/server was made for node vm, and SERVERS=3 names it k1m-server-1\n" +
+		"the data under " + root + " is another layout's cluster: start it as it was made (the SERVERS it had), or start from empty data: make cluster-down, rm -rf " + root + ", then make cluster again"
+	if err := c.checkDataLayout(t.Context()); err == nil || err.Error() != want {
+		t.Errorf("a lone server's data:\n got %v\nwant %s", err, want)
 	}
 }
 

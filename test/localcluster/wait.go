@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/poll"
 )
 
@@ -30,8 +32,9 @@ func (c *Cluster) kubectl(ctx context.Context, kubeconfig string, args ...string
 // serverUp tells whether server n wrote its join token (and, as the
 // first of several, the server token the others join with: a data
 // directory from a lone server keeps the join token of its last start,
-// which says nothing of the bundle the others need) and its
-// kube-apiserver answers /readyz through n's admin kubeconfig.
+// which says nothing of the bundle the others need), its kube-apiserver
+// answers /readyz through n's admin kubeconfig, and, one of several, it
+// published itself (published).
 func (c *Cluster) serverUp(ctx context.Context, n Node) bool {
 	files := []string{n.TokenFile()}
 	if len(c.plan.Servers) > 1 && n.Index == 1 {
@@ -42,8 +45,21 @@ func (c *Cluster) serverUp(ctx context.Context, n Node) bool {
 			return false
 		}
 	}
-	_, err := c.kubectl(ctx, n.AdminKubeconfig(), "get", "--raw", "/readyz")
-	return err == nil
+	if _, err := c.kubectl(ctx, n.AdminKubeconfig(), "get", "--raw", "/readyz"); err != nil {
+		return false
+	}
+	return len(c.plan.Servers) == 1 || c.published(ctx, n)
+}
+
+// published tells whether server n of several has recorded itself in the
+// ConfigMap joining servers read (its URL, its etcd, the sealed shared
+// files, in one write): /readyz and its token files come before that
+// write on a start that turns a lone server's data into the first of
+// several, and a server joining then would find nothing to join.
+func (c *Cluster) published(ctx context.Context, n Node) bool {
+	tmpl := `go-template={{index .data "server.` + n.Name + `"}}`
+	out, err := c.kubectl(ctx, n.AdminKubeconfig(), "get", "configmap", "-n", "kube-system", constants.ServerBootstrapName, "-o", tmpl)
+	return err == nil && len(bytes.TrimSpace(out)) > 0 && !bytes.Contains(out, []byte("<no value>"))
 }
 
 // exited is an error when server n's process is gone, with the end of
@@ -77,28 +93,60 @@ func (c *Cluster) waitServer(ctx context.Context, n Node) error {
 // a line.
 const readyJSONPath = `jsonpath={range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`
 
-// countReady counts the nodes of names whose Ready status is True in
-// kubectl's readyJSONPath output, and lists the Ready nodes the plan does
-// not name (a node left registered by an earlier cluster in the same data,
-// under another name), which are not counted.
-func countReady(out string, names []string) (ready int, others []string) {
+// readiness compares the nodes a cluster runs with the ones it expects.
+type readiness struct {
+	Ready   []string // expected and Ready
+	Missing []string // expected, not (yet) Ready or not registered
+	// Others are Ready nodes the plan does not name (a node left
+	// registered by an earlier cluster in the same data, under another
+	// name): not counted.
+	Others []string
+}
+
+// readinessOf reads kubectl's readyJSONPath output against the expected
+// node names.
+func readinessOf(out string, expected []string) readiness {
+	var r readiness
+	ready := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		name, status, _ := strings.Cut(strings.TrimSpace(line), " ")
 		switch {
 		case status != "True":
-		case slices.Contains(names, name):
-			ready++
+		case slices.Contains(expected, name):
+			ready[name] = true
 		default:
-			others = append(others, name)
+			r.Others = append(r.Others, name)
 		}
 	}
-	return ready, others
+	for _, name := range expected {
+		if ready[name] {
+			r.Ready = append(r.Ready, name)
+		} else {
+			r.Missing = append(r.Missing, name)
+		}
+	}
+	return r
 }
 
-// waitNodes returns once every node is Ready, through server 1; it fails
-// when a server exits or Timeout passes first.
+// describe says what is missing and what is not counted, "" when nothing.
+func (r readiness) describe() string {
+	var parts []string
+	if len(r.Missing) > 0 {
+		parts = append(parts, "not Ready: "+strings.Join(r.Missing, ", "))
+	}
+	if len(r.Others) > 0 {
+		parts = append(parts, "not counted, not in this cluster's plan: "+strings.Join(r.Others, ", ")+" (left by an earlier cluster in this data: k1m kubectl delete node NAME)")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// waitNodes returns once every node the plan names is Ready, through
+// server 1; it fails when a server exits or Timeout passes first.
 func (c *Cluster) waitNodes(ctx context.Context) error {
-	deadline, ready := time.Now().Add(c.opts.Timeout), 0
+	deadline, expected := time.Now().Add(c.opts.Timeout), c.plan.NodeNames()
 	for {
 		for _, s := range c.plan.Servers {
 			if err := exited(s); err != nil {
@@ -106,20 +154,15 @@ func (c *Cluster) waitNodes(ctx context.Context) error {
 			}
 		}
 		out, _ := c.kubectl(ctx, c.plan.Servers[0].AdminKubeconfig(), "get", "nodes", "-o", readyJSONPath)
-		var others []string
-		ready, others = countReady(string(out), c.plan.NodeNames())
-		if ready >= c.opts.Nodes {
-			c.logf("%d/%d nodes Ready after %s", ready, c.opts.Nodes, c.elapsed())
+		r := readinessOf(string(out), expected)
+		if len(r.Missing) == 0 {
+			c.logf("%d/%d nodes Ready after %s%s", len(r.Ready), len(expected), c.elapsed(), r.describe())
 			return nil
 		}
-		not := ""
-		if len(others) > 0 {
-			not = fmt.Sprintf("; not counted, not in this cluster's plan: %s (left by an earlier cluster in this data: k1m kubectl delete node NAME)", strings.Join(others, ", "))
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d/%d nodes Ready after %s%s; see %s/*.log", ready, c.opts.Nodes, c.opts.Timeout, not, c.opts.ClusterDir)
+			return fmt.Errorf("only %d/%d nodes Ready after %s%s; see %s/*.log", len(r.Ready), len(expected), c.opts.Timeout, r.describe(), c.opts.ClusterDir)
 		}
-		c.logf("waiting: %d/%d nodes Ready (%s)%s", ready, c.opts.Nodes, c.elapsed(), not)
+		c.logf("waiting: %d/%d nodes Ready (%s)%s", len(r.Ready), len(expected), c.elapsed(), r.describe())
 		if err := clock.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
