@@ -12,7 +12,7 @@
 //	                           the node name --data-dir was made for (DATA-DIR/node-name), the kernel
 //	balancer     balancer.go   starts the client-side load balancer (agents only: the server's own
 //	                           node talks to its local kube-apiserver directly)
-//	join         join.go       resumes on the node's own client certificate, or joins with the token
+//	join         join.go       resumes on the node's own client certificate, or joins with the token (then records the node name, preflight.go)
 //	                           (keeps the cluster CA, writes the bootstrap kubeconfig); drops a
 //	                           kubelet serving certificate the cluster CA signed
 //	forwarding   network.go    enables IPv6 forwarding
@@ -72,7 +72,7 @@ func (n *node) phases() []phase {
 		phases = append(phases, phase{"balancer", n.startBalancer})
 	}
 	return append(phases, []phase{
-		{"join", n.joinOrResume},
+		{"join", n.joinAndRecord},
 		{"forwarding", n.enableForwarding},
 		{"containerd", n.startContainerd},
 		{"images", n.importImages},

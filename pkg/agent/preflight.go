@@ -26,7 +26,13 @@ func (n *node) preflight(context.Context) error {
 	if err := checkNodeName(n.cfg.DataDir, n.cfg.Paths.KubeletClientCert, n.cfg.NodeName); err != nil {
 		return err
 	}
-	if err := preflight.Kernel("/"); err != nil {
+	return preflight.Kernel("/")
+}
+
+// joinAndRecord joins (or resumes), then records the node name the data
+// directory is for: only then, so that a join refused leaves nothing.
+func (n *node) joinAndRecord(ctx context.Context) error {
+	if err := n.joinOrResume(ctx); err != nil {
 		return err
 	}
 	return nodename.Record(n.cfg.DataDir, n.cfg.NodeName)
