@@ -60,8 +60,13 @@ func TestFaults(t *testing.T) {
 			}
 			results = append(results, r)
 			if r.Converge < 0 {
-				t.Logf("%s left the cluster broken: a fresh cluster for the next scenario", s.Name)
+				kept := fmt.Sprintf("%s-after-%s-%d", c.opts.ClusterDir, s.Name, rep)
+				t.Logf("%s left the cluster broken: a fresh cluster for the next scenario; its logs are kept in %s", s.Name, kept)
 				c.down()
+				os.RemoveAll(kept)
+				if err := os.Rename(c.opts.ClusterDir, kept); err != nil {
+					t.Error(err)
+				}
 				c.up(ctx)
 			}
 		}

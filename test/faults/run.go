@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +131,19 @@ func (f *Fixture) waitConverged(ctx context.Context, healed time.Time, r *Result
 		time.Sleep(2 * time.Second)
 	}
 	r.fail(invConverge, "not whole %s after the heal: %v", convergeTimeout, err)
+	for i := 1; i <= Servers; i++ {
+		if !f.H.ServerRunning(i) {
+			log := f.H.Server(i).LogFile
+			r.fail(invConverge, "server %d's process exited; the end of %s:\n%s", i, log, lastLines(log, 8))
+		}
+	}
+}
+
+// lastLines are the last n lines of file, for the evidence.
+func lastLines(file string, n int) string {
+	data, _ := os.ReadFile(file)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // checkWrites lists the namespace through every server and wants every
