@@ -48,7 +48,7 @@ var Scenarios = []Scenario{
 	{Name: "stop-while-reboot", CI: true, What: "stop server 2; while it is down, stop and start server 3; then start server 2", Run: stopWhileReboot},
 	{Name: "rolling", What: "restart servers 1, 2, 3 one by one (SIGTERM, start, its node Ready)", Run: rolling},
 	{Name: "all-stop", What: "SIGTERM every server at once, start them in the order 3, 1, 2", Run: allStop},
-	{Name: "partition-server", CI: true, What: "cut server 2 off from the other servers (ip6tables) for 60 s; agents still reach it", Run: partitionServer},
+	{Name: "partition-server", CI: true, What: "cut the server whose controller-manager leads off from the other servers (ip6tables) for 60 s; agents still reach it", Run: partitionServer},
 	{Name: "partition-agent", What: "cut agent 1 off from its preferred server (ip6tables) for 60 s", Run: partitionAgent},
 	{Name: "disk-full", What: "fill server 3's etcd file system to 256 MiB free for 30 s, then free it", Run: diskFull},
 }
@@ -185,11 +185,12 @@ func allStop(ctx context.Context, f *Fixture) error {
 }
 
 func partitionServer(ctx context.Context, f *Fixture) error {
-	if err := f.CutServer(2); err != nil {
+	victim := f.leaderServer(ctx)
+	if err := f.CutServer(victim); err != nil {
 		return err
 	}
 	held := sleep(ctx, partitionHold)
-	return errors.Join(held, f.HealServer(2))
+	return errors.Join(held, f.HealServer(victim))
 }
 
 func partitionAgent(ctx context.Context, f *Fixture) error {
