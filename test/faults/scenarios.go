@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -111,25 +112,37 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// leaderServer is the server whose controller-manager holds the leader
-// Lease (its identity starts with the node name), or 2 when none is read.
-func (f *Fixture) leaderServer(ctx context.Context) int {
+// leaderServer is the server whose controller-manager leads: the one
+// whose log took the leader Lease last (the Lease's holder names the
+// host, which the servers of one machine share), or 2 when no log says.
+func (f *Fixture) leaderServer() int {
+	leader, latest := 2, ""
 	for i := 1; i <= Servers; i++ {
-		lease, err := f.Client(i).CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil {
-			continue
-		}
-		for j := 1; j <= Servers; j++ {
-			if strings.HasPrefix(*lease.Spec.HolderIdentity, f.ServerNode(j)+"_") {
-				return j
-			}
+		data, _ := os.ReadFile(f.H.Server(i).LogFile)
+		if at := lastAcquired(string(data), "kube-controller-manager"); at > latest {
+			leader, latest = i, at
 		}
 	}
-	return 2
+	f.logf("the controller-manager's leader is server %d", leader)
+	return leader
+}
+
+// lastAcquired is the klog time ("I1125 04:23:41.178115", which sorts
+// within a year) of log's last line saying that lease kube-system/name
+// was taken; "" when none does.
+func lastAcquired(log, name string) string {
+	latest := ""
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.HasSuffix(line, "successfully acquired lease kube-system/"+name) || len(line) < 22 {
+			continue
+		}
+		latest = max(latest, line[1:21])
+	}
+	return latest
 }
 
 func kill9(ctx context.Context, f *Fixture) error {
-	victim := f.leaderServer(ctx)
+	victim := f.leaderServer()
 	if err := f.Kill(victim); err != nil {
 		return err
 	}
@@ -185,7 +198,7 @@ func allStop(ctx context.Context, f *Fixture) error {
 }
 
 func partitionServer(ctx context.Context, f *Fixture) error {
-	victim := f.leaderServer(ctx)
+	victim := f.leaderServer()
 	if err := f.CutServer(victim); err != nil {
 		return err
 	}
