@@ -50,8 +50,10 @@ func TestFaults(t *testing.T) {
 	c.up(ctx)
 	defer c.down()
 	var results []Result
+	runs := 0
 	for rep := 1; rep <= repeat; rep++ {
 		for _, s := range scenarios {
+			runs++
 			r := c.f.Run(ctx, s, fmt.Sprintf("faults-%s-%d", s.Name, rep))
 			t.Logf("%s (run %d) took %s: acknowledged %d, missing %d, stall %s, NotReady %v, converged %s, failed: %v",
 				s.Name, rep, r.Took, r.Acked, r.Missing, r.Stall, r.NotReady, converge(r.Converge), r.Failed)
@@ -59,7 +61,7 @@ func TestFaults(t *testing.T) {
 				t.Logf("  %s", e)
 			}
 			results = append(results, r)
-			if r.Converge < 0 {
+			if r.Converge < 0 && runs < repeat*len(scenarios) {
 				kept := fmt.Sprintf("%s-after-%s-%d", c.opts.ClusterDir, s.Name, rep)
 				t.Logf("%s left the cluster broken: a fresh cluster for the next scenario; its logs are kept in %s", s.Name, kept)
 				c.down()
