@@ -14,7 +14,7 @@ NODES     ?=
 FLAVOR    ?= k1m
 K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 
-.PHONY: bench-tools deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: bench-tools deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration faults faults-test deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -99,12 +99,27 @@ verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, t
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 unit: deps-build ## unit tests of k1m's own code, built against the patched tree
-	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/runcshim/... ./test/cmd/...
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/faults/... ./test/runcshim/... ./test/cmd/...
 
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/
 
-test: verify unit integration conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
+# The fault campaign (test/faults, docs/ha.md#the-fault-campaign): SCENARIOS is
+# a comma-separated list of its scenarios, all or ci; REPEAT runs each that
+# many times; FAULTS_DOCS=1 writes the table into docs/ha.md.
+SCENARIOS   ?= all
+REPEAT      ?= 1
+FAULTS_DOCS ?=
+FAULTS      = K1M_FAULTS=1 FAULTS_REPEAT=$(REPEAT) FAULTS_DOCS=$(FAULTS_DOCS) \
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 90m -v -run '^TestFaults$$' ./test/faults/
+
+faults: deps-cluster build images ## the fault campaign on 3 servers + 2 agents: SCENARIOS=a,b|all|ci, REPEAT=n, FAULTS_DOCS=1 keeps the table in docs/ha.md
+	FAULTS_SCENARIOS=$(SCENARIOS) $(FAULTS)
+
+faults-test: deps-cluster build images ## make test's part: the fault campaign's CI subset (SCENARIOS=ci)
+	FAULTS_SCENARIOS=ci $(FAULTS)
+
+test: verify unit integration faults-test conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
 
 .PHONY: release release-test
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/test/clustercheck"
+	"k1m.dev/k1m/test/faults"
 )
 
 // testCrash kills the server with SIGKILL while a client writes
@@ -23,9 +24,9 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	cfg.Timeout = 5 * time.Second
-	w := startWriter(ctx, kubernetes.NewForConfigOrDie(cfg), testNamespace, "crash")
+	w := faults.StartWriter(ctx, kubernetes.NewForConfigOrDie(cfg), testNamespace, "crash", 0)
 	time.Sleep(5 * time.Second)
-	before := w.acknowledged()
+	before := w.Acknowledged()
 	if before == 0 {
 		t.Fatal("no ConfigMap write was acknowledged before the crash")
 	}
@@ -34,9 +35,9 @@ func testCrash(ctx context.Context, t *testing.T, c *cluster) {
 	ready := waitAPIServerReady(ctx, t, c)
 	t.Logf("kube-apiserver ready %s after the kill", ready.Sub(crashed).Round(time.Second))
 	time.Sleep(3 * time.Second)
-	want := w.stop()
+	want := w.Stop()
 	t.Logf("%d ConfigMap writes acknowledged (%d before the kill)", len(want), before)
-	lost, err := lostWrites(ctx, c.client, testNamespace, want)
+	lost, err := faults.Missing(ctx, c.client, testNamespace, want)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"k1m.dev/k1m/pkg/serverbundle"
 	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
+	"k1m.dev/k1m/test/faults"
 	"k1m.dev/k1m/test/localcluster"
 )
 
@@ -418,7 +419,7 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w := startWriter(ctx, client, ns.Name, "write")
+	w := faults.StartWriter(ctx, client, ns.Name, "write", 0)
 	time.Sleep(5 * time.Second)
 	holder := leaseHolder(ctx, client, "kube-controller-manager")
 	killed := time.Now()
@@ -432,7 +433,7 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	// Writes resume within seconds.
-	resumed := w.firstAckAfter(ctx, killed, 30*time.Second)
+	resumed := w.FirstAckAfter(ctx, killed, 30*time.Second)
 	if resumed.IsZero() {
 		t.Fatalf("no write acknowledged within 30 s of the kill")
 	}
@@ -451,9 +452,9 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	t.Logf("a new controller-manager leads %s after the kill", time.Since(killed).Round(time.Second))
 	// The killed server starts again and rejoins.
 	must(t, "start-server", m.h.StartServer(ctx, victim))
-	acked := w.stop()
+	acked := w.Stop()
 	m.requireMembers(ctx, t)
-	lost, err := lostWrites(ctx, client, ns.Name, acked)
+	lost, err := faults.Missing(ctx, client, ns.Name, acked)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k1m.dev/k1m/pkg/clock"
@@ -265,18 +264,9 @@ func stopped(label string, pid int, killed bool) string {
 // RestartServer kills server i with SIGKILL, as a crash would, and starts
 // it again; it does not wait for it.
 func (c *Cluster) RestartServer(ctx context.Context, i int) error {
-	n, err := c.plan.serverNode(i)
-	if err != nil {
+	if err := c.KillServer(i); err != nil {
 		return err
 	}
-	pid, err := ReadPid(n.PidFile)
-	if err != nil {
-		return fmt.Errorf("%s: %w", n.Label(), err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill -9 %s (pid %d): %w", n.Label(), pid, err)
-	}
-	waitGone(pid, 10*time.Second)
 	if err := clock.Sleep(ctx, time.Second); err != nil {
 		return err
 	}
