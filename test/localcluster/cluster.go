@@ -74,6 +74,7 @@ func (c *Cluster) upActions() []action {
 	acts := []action{
 		{"refuse a running cluster", c.refuseRunning},
 		{"check that no other cluster runs", c.checkMachineFree},
+		{"check the disk has room for pods", c.checkDiskRoom},
 		{"record the layout", c.recordLayout},
 	}
 	if len(c.plan.namespaced()) > 0 {
