@@ -32,3 +32,9 @@ run() {
 run --mode quick
 # Parallel: its [Serial] DaemonSet spec goes through the second phase.
 run --mode k1m-curated --parallel --procs 2
+# Passed: the cluster goes with its data (about 11 GiB: five nodes' images
+# and three servers' etcds, which would fill the disk run after run); a
+# failed run keeps the data to look at, under DATA_ROOT.
+down
+trap - EXIT
+rm -rf "$DATA_ROOT"

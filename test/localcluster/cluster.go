@@ -75,6 +75,7 @@ func (c *Cluster) upActions() []action {
 	acts := []action{
 		{"refuse a running cluster", c.refuseRunning},
 		{"check that no other cluster runs", c.checkMachineFree},
+		{"check the disk has room for pods", c.checkDiskRoom},
 		{"check that the data is this layout's", c.checkDataLayout},
 		{"record the layout", c.recordLayout},
 	}

@@ -93,7 +93,7 @@ func TestOneServerAlone(t *testing.T) {
 	if got := p.ServerCommand(1, ""); !reflect.DeepEqual(got, wantCmd) {
 		t.Errorf("server command:\n got %#v\nwant %#v", got, wantCmd)
 	}
-	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check that the data is this layout's", "record the layout",
+	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout",
 		"start k1m server", "wait for every node Ready", "summary"})
 }
 
@@ -136,7 +136,7 @@ func TestOneServerAndAgents(t *testing.T) {
 	if got := p.namespace(p.Agents[0]); got != wantNS {
 		t.Errorf("namespace %+v, want %+v", got, wantNS)
 	}
-	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check that the data is this layout's", "record the layout", "network",
+	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout", "network",
 		"start k1m server", "start k1m agent k1m-node-1", "start k1m agent k1m-node-2", "wait for every node Ready", "summary"})
 }
 
@@ -180,7 +180,7 @@ func TestThreeServers(t *testing.T) {
 		"k1m-server-3 veth-server-3 fddf:4035:b520::1:3/64", "k1m-node-1 veth-1 fddf:4035:b520::11/64", "k1m-node-2 veth-2 fddf:4035:b520::12/64"}; !slices.Equal(names, want) {
 		t.Errorf("namespaces %q\nwant %q", names, want)
 	}
-	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check that the data is this layout's", "record the layout", "network",
+	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout", "network",
 		"start k1m server k1m-server-1", "start k1m server k1m-server-2", "start k1m server k1m-server-3",
 		"start k1m agent k1m-node-1", "start k1m agent k1m-node-2", "wait for every node Ready", "summary"})
 }
