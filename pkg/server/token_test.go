@@ -139,3 +139,30 @@ func TestFollowTokens(t *testing.T) {
 		t.Errorf("a rotated seal: %+v, %v, server-token %v", got, err, statErr)
 	}
 }
+
+// k1m token rotate run on this server's own data directory: the server,
+// still running with the old seal, adopts the new server token the command
+// wrote instead of deleting it as a rotation elsewhere.
+func TestFollowTokensKeepsARotationOnThisServer(t *testing.T) {
+	const hash = "0123456789012345678901234567890123456789012345678901234567890123"
+	ctx := context.Background()
+	seal, _ := pki.NewSeal()
+	rotated, _ := pki.NewSeal()
+	dir := t.TempDir()
+	s := &Server{cfg: &config.CompletedServer{Server: config.Server{DataDir: dir}}, out: io.Discard}
+	was := serverToken{Token: pki.Token{CAHash: hash, Secret: "oldtkn.0123456789abcdef"}, seal: seal}
+	now := serverToken{Token: pki.Token{CAHash: hash, Secret: "newtkn.0123456789abcdef"}, seal: rotated}
+	s.writeTokenFiles(now) // what k1m token rotate writes
+	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
+		Data: map[string]string{"bundle." + serverbundle.SealID(rotated): "sealed"}})
+	join.CreateToken(ctx, client, pki.Token{Secret: "newtkn.0123456789abcdef"}, 0, join.ServerTokenDescription)
+	got, err := s.followTokensOnce(ctx, client, was)
+	if err != nil || got.Token != now.Token || got.seal != rotated {
+		t.Fatalf("after a rotation here: %+v, %v; want %+v", got, err, now)
+	}
+	want := now.JoinToken()
+	want.Seal = rotated
+	if data, _ := os.ReadFile(ServerTokenFile(dir)); string(data) != want.String()+"\n" {
+		t.Errorf("server-token %q, want %q", data, want.String()+"\n")
+	}
+}

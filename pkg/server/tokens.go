@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -52,11 +53,17 @@ func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interfa
 			return token, err
 		}
 		if any && !underID {
-			next.seal = ""
-			if err := removeIfExists(ServerTokenFile(s.cfg.DataDir)); err != nil {
+			adopted, err := s.adoptRotatedSeal(ctx, client, next.seal)
+			if err != nil {
 				return token, err
 			}
-			s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", join.ErrSealRotated, ServerTokenFile(s.cfg.DataDir))
+			next.seal = adopted
+			if adopted == "" {
+				if err := removeIfExists(ServerTokenFile(s.cfg.DataDir)); err != nil {
+					return token, err
+				}
+				s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", join.ErrSealRotated, ServerTokenFile(s.cfg.DataDir))
+			}
 		}
 	}
 	if next.Token == token.Token && next.seal == token.seal {
@@ -69,4 +76,25 @@ func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interfa
 		s.step("the cluster's join token is %s now (rotated on another server): %s rewritten", next.TokenID(), TokenFile(s.cfg.DataDir))
 	}
 	return next, nil
+}
+
+// adoptRotatedSeal returns the seal DATA-DIR/server-token holds when it is
+// not old (the one this server ran with) and the cluster's bundle is
+// published under it: k1m token rotate run on this server's own data
+// directory wrote it there. Otherwise it returns "" (the rotation was on
+// another server, and the file opens nothing).
+func (s *Server) adoptRotatedSeal(ctx context.Context, client kubernetes.Interface, old string) (string, error) {
+	data, err := os.ReadFile(ServerTokenFile(s.cfg.DataDir))
+	if err != nil {
+		return "", nil
+	}
+	kept, err := pki.ParseToken(string(data))
+	if err != nil || !kept.IsServerToken() || kept.Seal == old {
+		return "", nil
+	}
+	underID, _, err := join.BundlePublished(ctx, client, serverbundle.SealID(kept.Seal))
+	if err != nil || !underID {
+		return "", err
+	}
+	return kept.Seal, nil
 }
