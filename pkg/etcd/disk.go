@@ -82,7 +82,9 @@ func (r *Running) WatchDisk(ctx context.Context, interval time.Duration, report 
 func (r *Running) guardDisk(ctx context.Context, report func(string)) {
 	r.noSpace.Lock()
 	low := r.Member.checkDisk()
-	armed := r.alarms()[pb.AlarmType_NOSPACE]
+	// Only this member's own alarm: another member's may be disarmed by
+	// that member at any time, leaving this full disk taking writes.
+	armed := r.noSpaceAlarms().own
 	if low != nil && !armed {
 		err := r.raiseNoSpace(ctx)
 		if err == nil {

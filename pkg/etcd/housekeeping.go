@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/mvcc"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -51,13 +53,73 @@ func (u usage) needsDefragToWrite() bool { return u.size*10 >= u.quota*9 }
 // by the next few writes.
 func (u usage) roomAfterDefrag() bool { return u.inUse*10 < u.quota*9 }
 
-// alarms returns the member's active alarm types.
+// alarms returns the cluster's active alarm types, whichever member
+// raised them (etcd applies an alarm to every member: one member's NOSPACE
+// refuses the whole cluster's writes).
 func (r *Running) alarms() map[pb.AlarmType]bool {
 	out := map[pb.AlarmType]bool{}
 	for _, a := range r.etcd.Server.Alarms() {
 		out[a.Alarm] = true
 	}
 	return out
+}
+
+// noSpaceAlarms sorts the cluster's NOSPACE alarms by the member that
+// raised them: this one (own), another member of the cluster (live, by
+// ID), or a member no longer in it (gone: removed, so nobody else will
+// ever disarm it).
+type noSpaceAlarms struct {
+	own        bool
+	live, gone []uint64
+}
+
+func (r *Running) noSpaceAlarms() noSpaceAlarms {
+	var out noSpaceAlarms
+	self := uint64(r.etcd.Server.ID())
+	for _, a := range r.etcd.Server.Alarms() {
+		switch {
+		case a.Alarm != pb.AlarmType_NOSPACE:
+		case a.MemberID == self:
+			out.own = true
+		case r.etcd.Server.Cluster().Member(types.ID(a.MemberID)) != nil:
+			out.live = append(out.live, a.MemberID)
+		default:
+			out.gone = append(out.gone, a.MemberID)
+		}
+	}
+	return out
+}
+
+// disarmGone disarms the NOSPACE alarms of members no longer in the
+// cluster: their disks are not the cluster's any more, and no member would
+// otherwise ever disarm them (each disarms its own). A disarm names the
+// alarm's member ID: etcd removes only the alarm of the member named.
+func (r *Running) disarmGone(ctx context.Context, gone []uint64, report func(string)) error {
+	for _, id := range gone {
+		if err := r.disarmNoSpace(ctx, id); err != nil {
+			return fmt.Errorf("disarming the NOSPACE alarm of removed etcd member %x: %w", id, err)
+		}
+		report(fmt.Sprintf("etcd %s: disarmed the NOSPACE alarm of etcd member %x, which is no longer in the cluster", r.Member.Name, id))
+	}
+	return nil
+}
+
+func (r *Running) disarmNoSpace(ctx context.Context, memberID uint64) error {
+	_, err := r.etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: memberID, Alarm: pb.AlarmType_NOSPACE})
+	return err
+}
+
+// waitingFor says which members' NOSPACE alarms still refuse writes.
+func (r *Running) waitingFor(live []uint64) string {
+	names := make([]string, 0, len(live))
+	for _, id := range live {
+		name := fmt.Sprintf("%x", id)
+		if m := r.etcd.Server.Cluster().Member(types.ID(id)); m != nil && m.Name != "" {
+			name = m.Name
+		}
+		names = append(names, name)
+	}
+	return fmt.Sprintf("%v: raised by etcd member %s, whose server disarms it once its disk has room (or remove that server: k1m server remove)", ErrNoSpace, strings.Join(names, ", "))
 }
 
 // HousekeepAtStart runs before any client writes: it refuses a CORRUPT
@@ -69,7 +131,14 @@ func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) err
 	if alarms[pb.AlarmType_CORRUPT] {
 		return fmt.Errorf("%w in %s: restore it from a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", ErrCorrupt, r.Member.DataDir)
 	}
-	if alarms[pb.AlarmType_NOSPACE] {
+	noSpace := r.noSpaceAlarms()
+	if err := r.disarmGone(ctx, noSpace.gone, report); err != nil {
+		return err
+	}
+	if len(noSpace.live) > 0 {
+		report(fmt.Sprintf("writes are refused: %s", r.waitingFor(noSpace.live)))
+	}
+	if noSpace.own {
 		// Nothing has connected yet, so no reader needs old revisions:
 		// compact everything up to now, then give the pages back.
 		rev := r.etcd.Server.KV().Rev()
@@ -87,7 +156,7 @@ func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) err
 	return nil
 }
 
-// recoverNoSpace disarms the member's NOSPACE alarm if its file system is
+// recoverNoSpace disarms this member's own NOSPACE alarm if its file system is
 // over its reserve and the data in use (after compaction) leaves room under
 // the quota, defragmenting first when that gives back enough and the disk
 // has room for the copy; otherwise it returns ErrDiskLow or ErrNoSpace
@@ -114,7 +183,7 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 		did = "defragmented and disarmed"
 	}
 	u := r.usage()
-	if _, err := r.etcd.Server.Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: uint64(r.etcd.Server.ID()), Alarm: pb.AlarmType_NOSPACE}); err != nil {
+	if err := r.disarmNoSpace(ctx, uint64(r.etcd.Server.ID())); err != nil {
 		return fmt.Errorf("disarming etcd %s's NOSPACE alarm: %w", r.Member.Name, err)
 	}
 	r.diskArmed = false
@@ -129,11 +198,13 @@ func (r *Running) roomForDefrag(u usage) bool {
 	return err == nil && free-u.inUse >= r.Member.diskReserve()
 }
 
-// WatchAlarms checks the member's alarms every interval until ctx ends.
-// kube-apiserver compacts on its own every 5 minutes, so on NOSPACE this
-// defragments and disarms once that made room; until then, and for any
-// other alarm, report is told every time, with the fix: a read-only
-// cluster is never silent.
+// WatchAlarms checks the cluster's alarms every interval until ctx ends.
+// kube-apiserver compacts on its own every 5 minutes, so on this member's
+// NOSPACE this defragments and disarms once that made room; another
+// member's NOSPACE is that member's to disarm (its disk, its quota),
+// unless the member was removed: then this one disarms it. Until then,
+// and for any other alarm, report is told every time, with the fix: a
+// read-only cluster is never silent.
 func (r *Running) WatchAlarms(ctx context.Context, interval time.Duration, report func(string)) {
 	wait.UntilWithContext(ctx, func(ctx context.Context) { r.checkAlarms(ctx, report) }, interval)
 }
@@ -143,10 +214,20 @@ func (r *Running) checkAlarms(ctx context.Context, report func(string)) {
 	if alarms[pb.AlarmType_CORRUPT] {
 		report(fmt.Sprintf("%v in %s: %s", ErrCorrupt, r.Member.DataDir, r.corruptFix()))
 	}
-	if alarms[pb.AlarmType_NOSPACE] {
+	if !alarms[pb.AlarmType_NOSPACE] {
+		return
+	}
+	noSpace := r.noSpaceAlarms()
+	if err := r.disarmGone(ctx, noSpace.gone, report); err != nil {
+		report(fmt.Sprintf("writes are refused: %v", err))
+	}
+	if noSpace.own {
 		if err := r.recoverNoSpace(ctx, report); err != nil {
 			report(fmt.Sprintf("writes are refused: %v", err))
 		}
+	}
+	if len(noSpace.live) > 0 {
+		report(fmt.Sprintf("writes are refused: %s", r.waitingFor(noSpace.live)))
 	}
 }
 

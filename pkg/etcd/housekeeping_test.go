@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -75,5 +78,85 @@ func TestWorthDefrag(t *testing.T) {
 		if got := tc.u.worthDefrag(); got != tc.want {
 			t.Errorf("%v: worthDefrag %v, want %v", tc.u, got, tc.want)
 		}
+	}
+}
+
+// noSpaceOwners lists the members whose NOSPACE alarm is armed, by name
+// (the ID for a member no longer in the cluster).
+func noSpaceOwners(r *Running) []string {
+	var out []string
+	for _, a := range r.etcd.Server.Alarms() {
+		if a.Alarm != pb.AlarmType_NOSPACE {
+			continue
+		}
+		name := fmt.Sprintf("%x", a.MemberID)
+		if m := r.etcd.Server.Cluster().Member(types.ID(a.MemberID)); m != nil {
+			name = m.Name
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestNoSpaceAlarmIsDisarmedByItsMemberOrOnceRemoved raises a NOSPACE
+// alarm the way a member's disk guard does, on a three-member cluster: the
+// other members leave it alone (it is that member's disk), the member
+// disarms it once its disk has room; an alarm of a member that is then
+// removed is disarmed by the others, by its member ID.
+func TestNoSpaceAlarmIsDisarmedByItsMemberOrOnceRemoved(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, clientTLS := certs(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := clusterMember(t, dir, "server-a", serverTLS)
+	ra, err := Start(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Stop()
+	seeds := []string{a.AdvertisedClientURL()}
+	rb := joinAndPromote(ctx, t, seeds, clientTLS, clusterMember(t, dir, "server-b", serverTLS))
+	rc := joinAndPromote(ctx, t, seeds, clientTLS, clusterMember(t, dir, "server-c", serverTLS))
+	cli := client(t, a, clientTLS)
+	var said []string
+	report := func(s string) { said = append(said, s) }
+
+	// b's disk was low: the whole cluster refuses writes.
+	if err := rb.raiseNoSpace(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/registry/x", "v"); err == nil || !strings.Contains(err.Error(), "database space exceeded") {
+		t.Fatalf("write under b's NOSPACE: %v, want database space exceeded", err)
+	}
+	ra.checkAlarms(ctx, report)
+	want := []string{"writes are refused: " + ErrNoSpace.Error() + ": raised by etcd member server-b, whose server disarms it once its disk has room (or remove that server: k1m server remove)"}
+	if got := noSpaceOwners(ra); !reflect.DeepEqual(got, []string{"server-b"}) || !reflect.DeepEqual(said, want) {
+		t.Fatalf("a's check: alarms of %q, reported %q; want b's alarm kept and %q", got, said, want)
+	}
+	// b sees room on its disk again: it disarms its own.
+	rb.checkAlarms(ctx, func(string) {})
+	waitFor(t, "a to apply b's disarm", func() bool { return noSpaceOwners(ra) == nil })
+	if _, err := cli.Put(ctx, "/registry/x", "v"); err != nil {
+		t.Fatalf("write once b disarmed: %v", err)
+	}
+
+	// c raises it, then is lost and removed: a disarms it by c's ID.
+	if err := rc.raiseNoSpace(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cID := uint64(rc.etcd.Server.ID())
+	rc.Stop()
+	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c"); err != nil {
+		t.Fatal(err)
+	}
+	said = nil
+	ra.checkAlarms(ctx, report)
+	want = []string{fmt.Sprintf("etcd server-a: disarmed the NOSPACE alarm of etcd member %x, which is no longer in the cluster", cID)}
+	if got := noSpaceOwners(ra); got != nil || !reflect.DeepEqual(said, want) {
+		t.Fatalf("after c's removal a's check left alarms of %q, reported %q; want none and %q", got, said, want)
+	}
+	if _, err := cli.Put(ctx, "/registry/y", "v"); err != nil {
+		t.Fatalf("write once c's alarm is disarmed: %v", err)
 	}
 }
