@@ -109,12 +109,7 @@ func TestNoSpaceAlarmIsDisarmedByItsMemberOrOnceRemoved(t *testing.T) {
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a := clusterMember(t, dir, "server-a", serverTLS)
-	ra, err := Start(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ra.Stop()
+	a, ra := startFirst(ctx, t, dir, "server-a", serverTLS)
 	seeds := []string{a.AdvertisedClientURL()}
 	rb := joinAndPromote(ctx, t, seeds, clientTLS, clusterMember(t, dir, "server-b", serverTLS))
 	rc := joinAndPromote(ctx, t, seeds, clientTLS, clusterMember(t, dir, "server-c", serverTLS))

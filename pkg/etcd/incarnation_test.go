@@ -73,12 +73,7 @@ func TestRestoreStartsANewRaftCluster(t *testing.T) {
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a := clusterMember(t, dir, "server-a", serverTLS)
-	ra, err := Start(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ra.Stop()
+	a, ra := startFirst(ctx, t, dir, "server-a", serverTLS)
 	b := clusterMember(t, dir, "server-b", serverTLS)
 	rb := joinAndPromote(ctx, t, []string{a.ClientURL()}, clientTLS, b)
 	oldCluster, oldMember := ra.etcd.Server.Cluster().ID(), ra.etcd.Server.ID()

@@ -20,6 +20,19 @@ func clusterMember(t *testing.T, dir, name string, tls TLS) Member {
 
 func logf(t *testing.T) func(string) { return func(msg string) { t.Log(msg) } }
 
+// startFirst starts the first member of a raft cluster, stopped when the
+// test ends.
+func startFirst(ctx context.Context, t *testing.T, dir, name string, tls TLS) (Member, *Running) {
+	t.Helper()
+	m := clusterMember(t, dir, name, tls)
+	r, err := Start(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return m, r
+}
+
 // joinAndPromote is what a joining server does with its member.
 func joinAndPromote(ctx context.Context, t *testing.T, seeds []string, clientTLS TLS, m Member) *Running {
 	t.Helper()
@@ -69,12 +82,7 @@ func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	a := clusterMember(t, dir, "server-a", serverTLS)
-	ra, err := Start(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ra.Stop()
+	a, _ := startFirst(ctx, t, dir, "server-a", serverTLS)
 	seeds := []string{a.AdvertisedClientURL()}
 	b, c := clusterMember(t, dir, "server-b", serverTLS), clusterMember(t, dir, "server-c", serverTLS)
 	rb := joinAndPromote(ctx, t, seeds, clientTLS, b)
@@ -255,19 +263,14 @@ func TestJoinRefusesAPeerURLOfAnotherMember(t *testing.T) {
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := clusterMember(t, dir, "server-a", serverTLS)
-	ra, err := Start(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ra.Stop()
+	a, _ := startFirst(ctx, t, dir, "server-a", serverTLS)
 	seeds := []string{a.AdvertisedClientURL()}
 	c := clusterMember(t, dir, "server-c", serverTLS)
 	joinAndPromote(ctx, t, seeds, clientTLS, c)
 
 	wrong := clusterMember(t, dir, "server-b", serverTLS)
 	wrong.Port = c.Port // its peer URL is server-c's
-	_, err = Join(ctx, seeds, clientTLS, wrong, logf(t))
+	_, err := Join(ctx, seeds, clientTLS, wrong, logf(t))
 	wantErr := `peer URL taken: etcd member "server-c" (a running server, not this one) already has peer URL ` + c.PeerURL() +
 		`: each server needs an address of its own`
 	if !errors.Is(err, ErrPeerURLTaken) || err.Error() != wantErr {
