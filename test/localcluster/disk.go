@@ -25,11 +25,21 @@ const diskHeadroomPercent = 2
 // that never run.
 func (c *Cluster) checkDiskRoom(context.Context) error {
 	dir := existingAncestor(c.opts.DataRoot)
+	available, total, err := diskSpace(dir)
+	if err != nil {
+		return err
+	}
+	return diskRoom(dir, available, total)
+}
+
+// diskSpace is the space of dir's file system available to unprivileged
+// users (as the kubelet counts it), and its size, in bytes.
+func diskSpace(dir string) (available, total uint64, err error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("checking the free space under %s: %w", dir, err)
+		return 0, 0, fmt.Errorf("checking the free space under %s: %w", dir, err)
 	}
-	return diskRoom(dir, st.Bavail*uint64(st.Bsize), st.Blocks*uint64(st.Bsize))
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
 
 // diskRoom is checkDiskRoom's decision for a file system of total bytes

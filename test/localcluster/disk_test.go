@@ -23,3 +23,15 @@ func TestExistingAncestor(t *testing.T) {
 		t.Errorf("existingAncestor = %s, want %s", got, dir)
 	}
 }
+
+func TestImportRoomCountsEveryNodesCopy(t *testing.T) {
+	const total = 100 << 30
+	if err := importRoom("/i", 1<<30, 5, "/d", 20<<30, total); err != nil {
+		t.Errorf("1 GiB into 5 nodes with 20 GiB available: %v, want room", err)
+	}
+	err := importRoom("/i", 1<<30, 5, "/d", 15<<30, total)
+	want := "importing /i (1.0 GiB) into 5 nodes takes about 10.0 GiB, after which the file system holding /d has 5.0% available (5.0 GiB of 100.0 GiB): kubelets refuse pods below 5% available (DiskPressure); free at least 2.0 GiB first (old cluster data, go clean -cache)"
+	if err == nil || err.Error() != want {
+		t.Errorf("1 GiB into 5 nodes with 15 GiB available: %v\nwant %s", err, want)
+	}
+}

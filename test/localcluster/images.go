@@ -23,6 +23,9 @@ func (c *Cluster) Import(ctx context.Context, dir string) error {
 	if err != nil || len(archives) == 0 {
 		return fmt.Errorf("no image archives (*.tar) in %s", dir)
 	}
+	if err := c.checkImportRoom(dir, archives, len(socks)); err != nil {
+		return err
+	}
 	for _, archive := range archives {
 		info, err := os.Stat(archive)
 		if err != nil {
@@ -37,6 +40,36 @@ func (c *Cluster) Import(ctx context.Context, dir string) error {
 				return fmt.Errorf("ctr images import %s into %s: %w\n%s", archive, node, err, out)
 			}
 		}
+	}
+	return nil
+}
+
+// checkImportRoom refuses an import that would leave the kubelets under
+// their eviction threshold (checkDiskRoom): each node's containerd keeps
+// an archive's layers twice, as blobs and unpacked.
+func (c *Cluster) checkImportRoom(dir string, archives []string, nodes int) error {
+	var size uint64
+	for _, a := range archives {
+		info, err := os.Stat(a)
+		if err != nil {
+			return err
+		}
+		size += uint64(info.Size())
+	}
+	root := existingAncestor(c.opts.DataRoot)
+	available, total, err := diskSpace(root)
+	if err != nil {
+		return err
+	}
+	return importRoom(dir, size, nodes, root, available, total)
+}
+
+// importRoom is checkImportRoom's decision: archives of size bytes in dir
+// into nodes nodes, on root's file system of total bytes, available free.
+func importRoom(dir string, size uint64, nodes int, root string, available, total uint64) error {
+	need := min(2*size*uint64(nodes), available)
+	if err := diskRoom(root, available-need, total); err != nil {
+		return fmt.Errorf("importing %s (%s) into %d nodes takes about %s, after which %w", dir, gib(size), nodes, gib(need), err)
 	}
 	return nil
 }
