@@ -13,6 +13,7 @@ import (
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/poll"
+	"k1m.dev/k1m/pkg/version"
 )
 
 // joinOrResume gets the cluster's settings: with the node's own
@@ -50,7 +51,24 @@ func (n *node) resume(ctx context.Context, expires time.Time) (join.Settings, er
 	if was != "" {
 		n.say("%s named %s: it names %s now", kubeletKubeconfig, was, apiURL)
 	}
-	return join.ReadSettings(ctx, kubeletKubeconfig)
+	settings, servers, err := join.ReadSettings(ctx, kubeletKubeconfig)
+	if err != nil {
+		return join.Settings{}, err
+	}
+	return settings, n.checkRelease(servers)
+}
+
+// checkRelease refuses an agent whose release cannot work with a server's
+// (pkg/version's skew rules), before anything of the join is written. The
+// server's own node runs the server's release, which the server checks.
+func (n *node) checkRelease(servers map[string]string) error {
+	if n.cfg.Embedded {
+		return nil
+	}
+	if err := version.CheckAgent(version.Mine(), servers); err != nil {
+		return fmt.Errorf("--server %s: %w (docs/operations.md#upgrades)", n.cfg.Server, err)
+	}
+	return nil
 }
 
 // joinWithToken joins through --server with the token and leaves the
@@ -65,6 +83,9 @@ func (n *node) joinWithToken(ctx context.Context, why error) (join.Settings, err
 	found, err := join.Discover(ctx, cfg.Server, cfg.JoinToken)
 	if err != nil {
 		return join.Settings{}, joinError(cfg.Agent, err)
+	}
+	if err := n.checkRelease(found.ServerVersions); err != nil {
+		return join.Settings{}, err
 	}
 	if err := forgetCredentials(p); err != nil {
 		return join.Settings{}, err

@@ -22,6 +22,8 @@ import (
 type Discovered struct {
 	CAPEM    []byte
 	Settings Settings
+	// ServerVersions is the release each server runs (versions.go).
+	ServerVersions map[string]string
 }
 
 // Input names what a join error is about, so that the command layer can
@@ -88,7 +90,7 @@ func Discover(ctx context.Context, serverURL string, token pki.Token) (*Discover
 	if err != nil {
 		return nil, err
 	}
-	return &Discovered{CAPEM: caPEM, Settings: s}, nil
+	return &Discovered{CAPEM: caPEM, Settings: s, ServerVersions: ServerVersions(settings.Data)}, nil
 }
 
 // clusterCA is the CA data of the one cluster in the cluster-info
@@ -148,19 +150,21 @@ func truncate(b []byte) string {
 }
 
 // ReadSettings reads k1m-cluster with a node's own kubeconfig: what a
-// node that joined before needs at a restart, without a token.
-func ReadSettings(ctx context.Context, kubeconfigPath string) (Settings, error) {
+// node that joined before needs at a restart, without a token (its
+// settings, and the releases the servers run).
+func ReadSettings(ctx context.Context, kubeconfigPath string) (Settings, map[string]string, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	if err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
 	}
 	cm, err := client.CoreV1().ConfigMaps(PublicNamespace).Get(ctx, SettingsName, metav1.GetOptions{})
 	if err != nil {
-		return Settings{}, fmt.Errorf("reading %s/%s with the node's own certificate (%s): %w", PublicNamespace, SettingsName, kubeconfigPath, err)
+		return Settings{}, nil, fmt.Errorf("reading %s/%s with the node's own certificate (%s): %w", PublicNamespace, SettingsName, kubeconfigPath, err)
 	}
-	return SettingsFromData(cm.Data)
+	settings, err := SettingsFromData(cm.Data)
+	return settings, ServerVersions(cm.Data), err
 }

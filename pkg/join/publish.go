@@ -20,8 +20,9 @@ import (
 // are kept apart (tokens.go): publishing again at every start must not
 // bring back a deleted token. k1m-cluster keeps its removed servers
 // (removed.go), but for this server's own address: a server that joins
-// again where a removed one was is no longer removed.
-func Publish(ctx context.Context, client kubernetes.Interface, caPEM []byte, serverURL string, s Settings) error {
+// again where a removed one was is no longer removed, and the releases
+// the servers run (versions.go), this server's own set to release.
+func Publish(ctx context.Context, client kubernetes.Interface, caPEM []byte, serverURL, release string, s Settings) error {
 	info, err := clientcmd.Write(*kubeconfig.Build(serverURL, caPEM, "", kubeconfig.Credentials{}))
 	if err != nil {
 		return err
@@ -36,9 +37,15 @@ func Publish(ctx context.Context, client kubernetes.Interface, caPEM []byte, ser
 	}
 	return updateSettingsConfigMap(ctx, client, func(data map[string]string) {
 		removed := slices.DeleteFunc(RemovedServers(data), func(a string) bool { return a == own })
+		versions := ServerVersions(data)
+		versions[own] = release
+		if release == "" { // unknown: nothing to check against
+			delete(versions, own)
+		}
 		clear(data)
 		maps.Copy(data, s.Data())
 		withRemovedServers(data, removed)
+		withServerVersions(data, versions)
 	})
 }
 

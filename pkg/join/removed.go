@@ -66,6 +66,9 @@ func RecordRemovedServer(ctx context.Context, client kubernetes.Interface, addre
 	return updateSettingsConfigMap(ctx, client, func(data map[string]string) {
 		list := slices.DeleteFunc(RemovedServers(data), func(a string) bool { return a == address })
 		withRemovedServers(data, append(list, address))
+		versions := ServerVersions(data)
+		delete(versions, address)
+		withServerVersions(data, versions)
 	})
 }
 

@@ -28,7 +28,7 @@ func TestRemovedServersRecordedAndKept(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	const s1, s2, s3 = "https://[fddf:4035:b520::1:1]:6443", "https://[fddf:4035:b520::1:2]:6443", "https://[fddf:4035:b520::1:3]:6443"
-	if err := Publish(ctx, client, []byte("CA"), s1, testSettings); err != nil {
+	if err := Publish(ctx, client, []byte("CA"), s1, "", testSettings); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := settingsData(t, client), testSettings.Data(); !reflect.DeepEqual(got, want) {
@@ -47,7 +47,7 @@ func TestRemovedServersRecordedAndKept(t *testing.T) {
 	// Another server publishes (new settings): the list stays.
 	next := testSettings
 	next.RenewInterval = 5 * time.Second
-	if err := Publish(ctx, client, []byte("CA"), s1, next); err != nil {
+	if err := Publish(ctx, client, []byte("CA"), s1, "", next); err != nil {
 		t.Fatal(err)
 	}
 	want = next.Data()
@@ -56,7 +56,7 @@ func TestRemovedServersRecordedAndKept(t *testing.T) {
 		t.Fatalf("after another server published %v, want %v", got, want)
 	}
 	// Server 2 joins again at its old address: no longer removed.
-	if err := Publish(ctx, client, []byte("CA"), s2, next); err != nil {
+	if err := Publish(ctx, client, []byte("CA"), s2, "", next); err != nil {
 		t.Fatal(err)
 	}
 	want[removedServersKey] = `["[fddf:4035:b520::1:3]:6443"]`
@@ -67,7 +67,7 @@ func TestRemovedServersRecordedAndKept(t *testing.T) {
 		t.Errorf("RemovedServers %v, want %v", got, want)
 	}
 	// And server 3: the key goes.
-	if err := Publish(ctx, client, []byte("CA"), s3, next); err != nil {
+	if err := Publish(ctx, client, []byte("CA"), s3, "", next); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := settingsData(t, client), next.Data(); !reflect.DeepEqual(got, want) {

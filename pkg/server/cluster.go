@@ -21,6 +21,7 @@ import (
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/serverbundle"
+	"k1m.dev/k1m/pkg/version"
 )
 
 // membership is this server's place in a multi-server cluster.
@@ -93,6 +94,9 @@ func (s *Server) fetchClusterFiles(ctx context.Context) ([]string, error) {
 	found, err := join.Discover(ctx, s.cfg.JoinServer, token)
 	if err != nil {
 		return nil, joinFlagError(err)
+	}
+	if err := s.checkRelease(found.ServerVersions); err != nil {
+		return nil, fmt.Errorf("--server %s: %w", s.cfg.JoinServer, err)
 	}
 	fetched, err := s.fetchServerBootstrap(ctx, found.CAPEM)
 	if err != nil {
@@ -290,6 +294,20 @@ func (s *Server) writeServerToken(token serverToken) error {
 func removeIfExists(path string) error {
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return err
+	}
+	return nil
+}
+
+// checkRelease refuses a server whose release cannot run next to the
+// others' (pkg/version's skew rules), naming both: on a join before
+// anything is written, on a start before the server publishes itself.
+func (s *Server) checkRelease(servers map[string]string) error {
+	own, err := join.ServerAddress(apiURL(s.advertise, s.cfg.HTTPSPort))
+	if err != nil {
+		return err
+	}
+	if err := version.CheckServer(version.Mine(), own, servers); err != nil {
+		return fmt.Errorf("%w (docs/operations.md#upgrades)", err)
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ import (
 	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/preflight"
+	"k1m.dev/k1m/pkg/version"
 )
 
 // Server is one k1m server run.
@@ -466,7 +467,14 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	if err := s.phaseLeaseChange(ctx, client); err != nil {
 		return err
 	}
-	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), settings); err != nil {
+	servers, err := join.ReadServerVersions(ctx, client)
+	if err != nil {
+		return err
+	}
+	if err := s.checkRelease(servers); err != nil {
+		return err
+	}
+	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), version.Mine(), settings); err != nil {
 		return err
 	}
 	if token.create {

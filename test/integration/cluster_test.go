@@ -130,6 +130,7 @@ func TestCluster(t *testing.T) {
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
 	t.Run("ControlPlaneMemoryLimitAndReservation", func(t *testing.T) { testControlPlaneMemory(ctx, t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
+	t.Run("AgentNewerThanAServerRefused", func(t *testing.T) { testReleaseSkew(ctx, t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
