@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/localcluster"
@@ -119,9 +120,7 @@ func childPid(parent int, component string) (int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(parent) {
+		if ppid, err := proc.ParseStatParent(string(stat)); err != nil || ppid != parent {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
