@@ -55,7 +55,7 @@ func newRootCommand() *cobra.Command {
 	if pflag.CommandLine.Lookup("version") == nil {
 		verflag.AddFlags(root.PersistentFlags())
 	}
-	root.AddCommand(newVersionCommand(), newServerCommand(), newAgentCommand(), newCleanupCommand(), newTokenCommand(), newEtcdSnapshotCommand(), newCertificateCommand())
+	root.AddCommand(newVersionCommand(), newServerCommand(), newAgentCommand(), newCleanupCommand(), newTokenCommand(), newEtcdSnapshotCommand(), newCertificateCommand(), newSecretsEncryptCommand())
 	return root
 }
 

@@ -220,8 +220,16 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, data
 // them the cluster's one bundle.
 func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir string) (string, error) {
 	tlsDir := server.TLSDir(dataDir)
-	_, statErr := os.Stat(filepath.Join(tlsDir, serverbundle.SecretsEncryptionKeyFile))
-	encrypted := statErr == nil // the key is there only when the cluster encrypts Secrets
+	// The bundle says whether the cluster encrypts Secrets, which a
+	// joining server's flag must match: whether its servers said they do.
+	keys, err := join.ReadSecretsKeys(ctx, client)
+	if err != nil {
+		return "", err
+	}
+	encrypted := false
+	for _, a := range keys.Applied {
+		encrypted = encrypted || a.Encrypt
+	}
 	bundle, err := serverbundle.Read(tlsDir, encrypted)
 	if err != nil {
 		return "", fmt.Errorf("--data-dir %s: %w (run k1m token rotate on a server)", dataDir, err)

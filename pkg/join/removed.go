@@ -76,5 +76,5 @@ func RecordRemovedServer(ctx context.Context, client kubernetes.Interface, addre
 // it if need be, again on a conflict: the servers publish it at every
 // start, `k1m server remove` records removals in it.
 func updateSettingsConfigMap(ctx context.Context, client kubernetes.Interface, change func(map[string]string)) error {
-	return updateConfigMapData(ctx, client, PublicNamespace, SettingsName, change)
+	return updateConfigMapData(ctx, client, PublicNamespace, SettingsName, func(data map[string]string) error { change(data); return nil })
 }

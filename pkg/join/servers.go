@@ -145,18 +145,33 @@ func dropLegacy(data map[string]string) {
 // updateServerBootstrap applies change to ServerBootstrapName's data,
 // creating it if need be, again on a conflict.
 func updateServerBootstrap(ctx context.Context, client kubernetes.Interface, change func(map[string]string)) error {
+	return updateServerBootstrapChecked(ctx, client, func(data map[string]string) error { change(data); return nil })
+}
+
+// updateServerBootstrapChecked is updateServerBootstrap with a change that
+// may refuse (nothing is written then, and its error is returned).
+func updateServerBootstrapChecked(ctx context.Context, client kubernetes.Interface, change func(map[string]string) error) error {
 	return updateConfigMapData(ctx, client, metav1.NamespaceSystem, ServerBootstrapName, change)
 }
 
+// errChange marks an error of the change itself: returned as it is, with
+// nothing written.
+type errChange struct{ err error }
+
+func (e errChange) Error() string { return e.err.Error() }
+
 // updateConfigMapData applies change to the data of ConfigMap
-// namespace/name, creating it if need be, again on a conflict.
-func updateConfigMapData(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(map[string]string)) error {
+// namespace/name, creating it if need be, again on a conflict. A change
+// that returns an error writes nothing, and its error is returned as is.
+func updateConfigMapData(ctx context.Context, client kubernetes.Interface, namespace, name string, change func(map[string]string) error) error {
 	cms := client.CoreV1().ConfigMaps(namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			data := map[string]string{}
-			change(data)
+			if err := change(data); err != nil {
+				return errChange{err}
+			}
 			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: data}, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), name, err)
@@ -170,10 +185,16 @@ func updateConfigMapData(ctx context.Context, client kubernetes.Interface, names
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		change(cm.Data)
+		if err := change(cm.Data); err != nil {
+			return errChange{err}
+		}
 		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		return err
 	})
+	var refused errChange
+	if errors.As(err, &refused) {
+		return refused.err
+	}
 	if err != nil {
 		return fmt.Errorf("writing ConfigMap %s/%s: %w", namespace, name, err)
 	}
@@ -196,7 +217,7 @@ func ServerKnown(ctx context.Context, client kubernetes.Interface, node string) 
 
 // ForgetServer deletes a removed server's keys.
 func ForgetServer(ctx context.Context, client kubernetes.Interface, node string) error {
-	patch, _ := json.Marshal(map[string]any{"data": map[string]any{etcdKeyPrefix + node: nil, serverKeyPrefix + node: nil}})
+	patch, _ := json.Marshal(map[string]any{"data": map[string]any{etcdKeyPrefix + node: nil, serverKeyPrefix + node: nil, secretsAppliedPrefix + node: nil}})
 	_, err := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Patch(ctx, ServerBootstrapName, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing %s from ConfigMap %s/%s: %w", node, metav1.NamespaceSystem, ServerBootstrapName, err)

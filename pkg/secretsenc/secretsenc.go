@@ -1,11 +1,14 @@
-// Package secretsenc keeps the key that encrypts Secrets at rest (k1m
+// Package secretsenc keeps the keys that encrypt Secrets at rest (k1m
 // server --secrets-encryption) and the EncryptionConfiguration that hands
-// it to kube-apiserver. The key is 32 random bytes (AES-256, aescbc as
-// k3s uses), base64 in a file of mode 0600 under the data directory.
+// them to kube-apiserver. A key is 32 random bytes (AES-256, aescbc as k3s
+// uses); a server keeps its key set (keyset.go) in a file of mode 0600
+// under the data directory, and on several servers the set is one
+// cluster-wide value that every server adopts at start. Builds before key
+// sets kept one key, base64, in secrets-encryption.key: it is read as a
+// set of that one key.
 package secretsenc
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,40 +17,19 @@ import (
 
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"sigs.k8s.io/yaml"
-
-	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // KeySize is the AES-256 key length in bytes.
 const KeySize = 32
 
-// KeyName is the name of the key in the EncryptionConfiguration; it is
-// part of every encrypted value's prefix (k8s:enc:aescbc:v1:KeyName:).
+// KeyName is the name of the one key of builds before key sets; it is
+// part of every value it encrypted's prefix (k8s:enc:aescbc:v1:KeyName:).
 const KeyName = "k1m-key-1"
 
-// LoadOrCreateKey reads the key at path, or makes one when the file does
-// not exist. A key file readable by others, or of the wrong size, is
-// refused with what to fix: it is never replaced, since the Secrets
-// already written can be read only with it.
-func LoadOrCreateKey(path string) ([]byte, error) {
-	key, err := readKey(path)
-	if !errors.Is(err, os.ErrNotExist) {
-		return key, err
-	}
-	key = make([]byte, KeySize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	return key, fsutil.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600)
-}
-
-// CheckKey checks an existing key file without changing anything; an
-// error wrapping os.ErrNotExist means there is none.
-func CheckKey(path string) error {
-	_, err := readKey(path)
-	return err
-}
-
+// readKey reads a key file of builds before key sets. A key file readable
+// by others, or of the wrong size, is refused with what to fix: it is
+// never replaced, since the Secrets already written can be read only with
+// it.
 func readKey(path string) ([]byte, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -70,18 +52,42 @@ func readKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// Config is kube-apiserver's EncryptionConfiguration for Secrets. With
-// encrypt on, new writes are encrypted and plaintext ones from before are
-// still read; with it off (the key kept from an earlier run), new writes
-// are plaintext and encrypted ones are still read.
-func Config(key []byte, encrypt bool) ([]byte, error) {
-	aescbc := apiserverv1.ProviderConfiguration{AESCBC: &apiserverv1.AESConfiguration{
-		Keys: []apiserverv1.Key{{Name: KeyName, Secret: base64.StdEncoding.EncodeToString(key)}},
-	}}
+// Config is kube-apiserver's EncryptionConfiguration for Secrets, one
+// aescbc provider per key (the servers of builds before key sets each
+// made their own key of one name: separate providers let kube-apiserver
+// try each). With encrypt on, new writes are encrypted with the write key
+// and every other key and plaintext are still read; with it off (keys
+// kept from an earlier run, or a set every server adopts before any
+// encrypts), new writes are plaintext and encrypted ones are still read.
+func Config(set KeySet, encrypt bool) ([]byte, error) {
+	if err := set.Check(); err != nil {
+		return nil, err
+	}
+	if set.Empty() {
+		return nil, errors.New("no Secrets encryption key")
+	}
+	var providers []apiserverv1.ProviderConfiguration
+	aescbc := func(k Key) apiserverv1.ProviderConfiguration {
+		return apiserverv1.ProviderConfiguration{AESCBC: &apiserverv1.AESConfiguration{
+			Keys: []apiserverv1.Key{{Name: k.Name, Secret: base64.StdEncoding.EncodeToString(k.Secret)}},
+		}}
+	}
 	identity := apiserverv1.ProviderConfiguration{Identity: &apiserverv1.IdentityConfiguration{}}
-	providers := []apiserverv1.ProviderConfiguration{aescbc, identity}
 	if !encrypt {
-		providers = []apiserverv1.ProviderConfiguration{identity, aescbc}
+		providers = append(providers, identity)
+	}
+	for _, k := range set.Keys {
+		if k.Name == set.Write {
+			providers = append(providers, aescbc(k))
+		}
+	}
+	for _, k := range set.Keys {
+		if k.Name != set.Write {
+			providers = append(providers, aescbc(k))
+		}
+	}
+	if encrypt {
+		providers = append(providers, identity)
 	}
 	cfg := apiserverv1.EncryptionConfiguration{
 		Resources: []apiserverv1.ResourceConfiguration{{Resources: []string{"secrets"}, Providers: providers}},
@@ -90,5 +96,10 @@ func Config(key []byte, encrypt bool) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// Prefix starts every Secret value encrypted with the key, in etcd.
+// PrefixOf starts every Secret value encrypted with the key named name,
+// in etcd.
+func PrefixOf(name string) string { return "k8s:enc:aescbc:v1:" + name + ":" }
+
+// Prefix starts every Secret value encrypted with the key of builds
+// before key sets.
 const Prefix = "k8s:enc:aescbc:v1:" + KeyName + ":"

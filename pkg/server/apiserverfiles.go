@@ -1,9 +1,7 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"k1m.dev/k1m/pkg/serverbundle"
 	"os"
 	"path/filepath"
 
@@ -11,6 +9,7 @@ import (
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/secretsenc"
+	"k1m.dev/k1m/pkg/serverbundle"
 )
 
 // apiserverOptions are kube-apiserver settings beyond the certificates:
@@ -21,7 +20,9 @@ type apiserverOptions struct {
 	extra            []componentargs.Arg
 }
 
-// SecretsKeyFile is where --secrets-encryption keeps its key.
+// SecretsKeyFile is where builds before key sets kept the one Secrets
+// key: read as a set of that key (SecretsKeySetFile takes over once the
+// set changes).
 func SecretsKeyFile(dataDir string) string {
 	return filepath.Join(TLSDir(dataDir), serverbundle.SecretsEncryptionKeyFile)
 }
@@ -44,10 +45,10 @@ rules:
 `
 
 // phaseAPIServerFiles writes the encryption and audit files.
-func (s *Server) phaseAPIServerFiles(c *certs) (apiserverOptions, error) {
+func (s *Server) phaseAPIServerFiles(c *certs, keys secretsenc.KeySet) (apiserverOptions, error) {
 	opts := apiserverOptions{audit: s.cfg.Audit}
 	var err error
-	if opts.encryptionConfig, err = s.secretsEncryption(c.dir); err != nil {
+	if opts.encryptionConfig, err = s.secretsEncryption(c.dir, keys); err != nil {
 		return opts, err
 	}
 	if opts.audit.LogPath != "" && opts.audit.PolicyFile == "" {
@@ -64,30 +65,25 @@ func (s *Server) phaseAPIServerFiles(c *certs) (apiserverOptions, error) {
 	return opts, nil
 }
 
-// secretsEncryption writes kube-apiserver's EncryptionConfiguration when
-// --secrets-encryption is on, or when it was on before (the key exists):
-// then Secrets it encrypted stay readable while new ones are written in
-// plaintext.
-// checkSecretsKey is the preflight check of a key an earlier start made:
-// a bad one stops the server before anything is written.
+// checkSecretsKey is the preflight check of the keys an earlier start
+// kept: a bad file stops the server before anything is written.
 func (s *Server) checkSecretsKey() error {
-	if err := secretsenc.CheckKey(SecretsKeyFile(s.cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if _, err := secretsenc.LoadKeySet(SecretsKeySetFile(s.cfg.DataDir), SecretsKeyFile(s.cfg.DataDir)); err != nil {
 		return fmt.Errorf("--secrets-encryption: %w", err)
 	}
 	return nil
 }
 
-func (s *Server) secretsEncryption(tlsDir string) (string, error) {
-	keyPath := SecretsKeyFile(s.cfg.DataDir)
-	_, statErr := os.Stat(keyPath)
-	if !s.cfg.SecretsEncryption && errors.Is(statErr, os.ErrNotExist) {
+// secretsEncryption writes kube-apiserver's EncryptionConfiguration when
+// the server has keys (phaseSecretsKeys): with --secrets-encryption new
+// Secrets are encrypted with the write key; without it (keys from an
+// earlier run, or the cluster's adopted before this server encrypts) new
+// ones are written in plaintext and every encrypted one stays readable.
+func (s *Server) secretsEncryption(tlsDir string, set secretsenc.KeySet) (string, error) {
+	if set.Empty() {
 		return "", nil
 	}
-	key, err := secretsenc.LoadOrCreateKey(keyPath)
-	if err != nil {
-		return "", fmt.Errorf("--secrets-encryption: %w", err)
-	}
-	data, err := secretsenc.Config(key, s.cfg.SecretsEncryption)
+	data, err := secretsenc.Config(set, s.cfg.SecretsEncryption)
 	if err != nil {
 		return "", err
 	}
@@ -95,10 +91,14 @@ func (s *Server) secretsEncryption(tlsDir string) (string, error) {
 	if err := fsutil.WriteFile(path, data, 0o600); err != nil {
 		return "", err
 	}
+	keyPath := SecretsKeySetFile(s.cfg.DataDir)
+	if _, err := os.Stat(keyPath); err != nil {
+		keyPath = SecretsKeyFile(s.cfg.DataDir)
+	}
 	if s.cfg.SecretsEncryption {
-		s.step("Secrets are encrypted at rest (aescbc, key %s)", keyPath)
+		s.step("Secrets are encrypted at rest (aescbc, key %s of %s)", set.Write, keyPath)
 	} else {
-		s.step("--secrets-encryption is off: new Secrets are written in plaintext; those encrypted before stay readable with %s", keyPath)
+		s.step("--secrets-encryption is off: new Secrets are written in plaintext; those encrypted stay readable with the keys of %s", keyPath)
 	}
 	return path, nil
 }

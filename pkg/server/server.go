@@ -20,6 +20,8 @@
 //	  RemoteEtcd     stores.go           an API-server-only server's etcds
 //	  Etcd           etcd.go             the embedded etcds (no-fsync one empty)
 //	  Housekeeping   etcd.go             alarms, defragmentation, snapshots
+//	SecretsKeys      secretskeys.go    the Secrets encryption keys: the cluster's
+//	                                   (read from the durable etcd) adopted
 //	APIServerFiles   apiserverfiles.go  audit policy, encryption config, authn
 //	Admin            server.go         kube-apiserver started; kubeconfigs; ready
 //	Readiness        readiness.go      this server's own readiness, which agents
@@ -139,7 +141,11 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.forgetReset(); err != nil {
 		return err
 	}
-	opts, err := s.phaseAPIServerFiles(c)
+	keys, err := s.phaseSecretsKeys(ctx, c, local, stores)
+	if err != nil {
+		return err
+	}
+	opts, err := s.phaseAPIServerFiles(c, keys)
 	if err != nil {
 		return err
 	}
@@ -162,6 +168,10 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 			return err
 		}
 		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, &token, local.durable) })
+		if err != nil {
+			return err
+		}
+		err = retryTransient(ctx, "recording the Secrets encryption keys", transientTimeout, report, func() error { return s.publishSecretsKeys(ctx, client, keys) })
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 // Package serverbundle carries what every server of a cluster must share (the
-// CAs with their keys, the service-account signing key, the
-// secrets-encryption key) from the servers of a cluster to a joining one,
+// CAs with their keys, the service-account signing key) from the servers
+// of a cluster to a joining one,
 // as k3s does: sealed with the seal of the server token (never stored in
 // the cluster) and kept in the datastore (a ConfigMap, package join reads
 // and writes it), so that no directory is copied by hand and the bundle is
@@ -26,10 +26,11 @@ import (
 )
 
 // SharedFiles are the files of DATA-DIR/tls every server of a cluster holds
-// the same copy of: the four CAs with their keys, the service-account
-// key pair (every server signs and checks the same tokens), and the
-// secrets-encryption key when Secrets are encrypted. Each server issues its
-// own leaf certificates from these CAs.
+// the same copy of: the four CAs with their keys and the service-account
+// key pair (every server signs and checks the same tokens). Each server
+// issues its own leaf certificates from these CAs. The Secrets encryption
+// keys are shared apart, sealed with the cluster CA's key (keys.go): every
+// server holds that key, while only some hold the server token's seal.
 var SharedFiles = []string{
 	"ca.crt", "ca.key",
 	"etcd-ca.crt", "etcd-ca.key",
@@ -38,7 +39,10 @@ var SharedFiles = []string{
 	"service-account.key", "service-account.key.pub",
 }
 
-// SecretsEncryptionKeyFile is shared when the cluster encrypts Secrets.
+// SecretsEncryptionKeyFile is the one Secrets key of builds before key
+// sets. Their bundles carry it when the cluster encrypts Secrets; a server
+// joining with such a bundle writes it, and then adopts it into the
+// cluster's key set. Bundles sealed now leave it out.
 const SecretsEncryptionKeyFile = "secrets-encryption.key"
 
 // Bundle is what a joining server receives.
@@ -53,12 +57,8 @@ type Bundle struct {
 
 // Read collects the shared files of tlsDir.
 func Read(tlsDir string, secretsEncryption bool) (Bundle, error) {
-	names := SharedFiles
-	if secretsEncryption {
-		names = append(append([]string{}, SharedFiles...), SecretsEncryptionKeyFile)
-	}
 	b := Bundle{Files: map[string][]byte{}, SecretsEncryption: secretsEncryption}
-	for _, name := range names {
+	for _, name := range SharedFiles {
 		data, err := os.ReadFile(filepath.Join(tlsDir, name))
 		if err != nil {
 			return Bundle{}, fmt.Errorf("reading the cluster's shared files: %w", err)
@@ -97,9 +97,6 @@ func (b Bundle) check() error {
 		if len(b.Files[name]) == 0 {
 			return fmt.Errorf("the cluster's server bundle lacks %s", name)
 		}
-	}
-	if b.SecretsEncryption && len(b.Files[SecretsEncryptionKeyFile]) == 0 {
-		return fmt.Errorf("the cluster's server bundle lacks %s", SecretsEncryptionKeyFile)
 	}
 	for name := range b.Files {
 		if !allowed[name] {

@@ -96,6 +96,7 @@ func TestMultiServer(t *testing.T) {
 	t.Run("APIServerOnlyServer", func(t *testing.T) { m.testAPIServerOnly(ctx, t, dataRoot, clusterDir) })
 	t.Run("JoinRefusals", func(t *testing.T) { m.testJoinRefusals(ctx, t, dataRoot) })
 	t.Run("KubeSystemReaderCannotUnsealTheCAs", func(t *testing.T) { m.testBundleSealed(ctx, t) })
+	t.Run("SecretsEncryptionOnAndRotatedOnARunningCluster", func(t *testing.T) { m.testSecretsEncryption(ctx, t) })
 	var oldServerToken string
 	t.Run("TokenRotationRetiresTheOldServerToken", func(t *testing.T) { oldServerToken = m.testRotation(ctx, t, dataRoot) })
 	t.Run("RemoveRefusedWithoutQuorum", func(t *testing.T) { m.testRemoveRefused(ctx, t) })
@@ -696,9 +697,16 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	}
 	const name = "k1m-server-4"
 	dir := filepath.Join(dataRoot, name)
-	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL())
+	// The cluster encrypts Secrets (testSecretsEncryption): a joining
+	// server must too.
+	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL(), "--secrets-encryption")
 	defer stop()
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name, name})
+	// It adopted the cluster's keys: a Secret written through server 1
+	// reads through it.
+	if err := m.requireSecretsRead(ctx, []kubernetes.Interface{client}, []string{"rotated-through-1"}); err != nil {
+		t.Errorf("through the replacement server: %v", err)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-the-replacement"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a write through the replacement server: %v", err)

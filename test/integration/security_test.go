@@ -525,8 +525,13 @@ func testSecretsAtRest(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatalf("raw Secret from etcd: %v (%d keys)", err, len(resp.Kvs))
 	}
 	raw := string(resp.Kvs[0].Value)
-	if !strings.HasPrefix(raw, secretsenc.Prefix) {
-		t.Errorf("the stored Secret starts %q, want %q", raw[:min(len(raw), 40)], secretsenc.Prefix)
+	dataDir := filepath.Join(c.dataRoot, "server")
+	keys, err := secretsenc.LoadKeySet(server.SecretsKeySetFile(dataDir), server.SecretsKeyFile(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := secretsenc.PrefixOf(keys.Write); keys.Empty() || !strings.HasPrefix(raw, want) {
+		t.Errorf("the stored Secret starts %q, want %q", raw[:min(len(raw), 40)], want)
 	}
 	if strings.Contains(raw, canary) {
 		t.Error("the stored Secret holds its value in plaintext")

@@ -238,6 +238,13 @@ func (c *Cluster) StartServer(ctx context.Context, i int) error {
 	return c.checkServerMemory(n)
 }
 
+// AddServerArgs adds flags to every server's command from its next start
+// on: a setting rolled out by restarting the servers one at a time.
+func (c *Cluster) AddServerArgs(args ...string) {
+	c.opts.ServerArgs = append(append([]string{}, c.opts.ServerArgs...), args...)
+	c.plan.opts.ServerArgs = c.opts.ServerArgs
+}
+
 // StopServer stops server i cleanly (SIGTERM; SIGKILL after 90 s).
 func (c *Cluster) StopServer(ctx context.Context, i int) error {
 	n, err := c.plan.serverNode(i)
