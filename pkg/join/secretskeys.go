@@ -92,10 +92,15 @@ func ReadSecretsKeys(ctx context.Context, client kubernetes.Interface) (SecretsK
 // SecretsKeysFromEtcd reads the sealed key set straight from the durable
 // etcd (kube-apiserver's default /registry prefix), for a server whose
 // kube-apiserver is not started yet: it must start with the cluster's
-// keys. nil: the cluster records none.
-func SecretsKeysFromEtcd(ctx context.Context, cli *clientv3.Client) ([]byte, error) {
+// keys. nil: the cluster records none. serializable reads the member's
+// own copy, which needs no quorum but may lag.
+func SecretsKeysFromEtcd(ctx context.Context, cli *clientv3.Client, serializable bool) ([]byte, error) {
 	key := "/registry/configmaps/" + metav1.NamespaceSystem + "/" + ServerBootstrapName
-	resp, err := cli.Get(ctx, key)
+	var opts []clientv3.OpOption
+	if serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := cli.Get(ctx, key, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s from the durable etcd: %w", key, err)
 	}

@@ -72,13 +72,25 @@ func (s *Server) clusterSecretsKeys(ctx context.Context, c *certs, local etcds, 
 	}
 	defer cli.Close()
 	var sealed []byte
-	err = poll.Until(ctx, 2*time.Second, transientTimeout, "the cluster's Secrets encryption keys in the durable etcd", func(ctx context.Context) error {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		var err error
-		sealed, err = join.SecretsKeysFromEtcd(rctx, cli)
-		return err
-	})
+	read := func(serializable bool, timeout time.Duration) error {
+		return poll.Until(ctx, 2*time.Second, timeout, "the cluster's Secrets encryption keys in the durable etcd", func(ctx context.Context) error {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			sealed, err = join.SecretsKeysFromEtcd(rctx, cli, serializable)
+			return err
+		})
+	}
+	err = read(false, 20*time.Second)
+	if err != nil && local.durable != nil {
+		// No quorum yet (every server restarting at once): this member's
+		// own copy, as of when it stopped. A newer set is taken at the next
+		// start (publishSecretsKeys says so).
+		s.step("reading the cluster's Secrets encryption keys from this server's etcd member's own copy: %v", err)
+		err = read(true, transientTimeout)
+	} else if err != nil {
+		err = read(false, transientTimeout)
+	}
 	if err != nil || sealed == nil {
 		return secretsenc.KeySet{}, err
 	}
