@@ -29,19 +29,22 @@ func (c *Cluster) kubectl(ctx context.Context, kubeconfig string, args ...string
 	return exec.CommandContext(ctx, c.opts.K1M, all...).Output()
 }
 
-// serverUp tells whether server n wrote its join token (and, as the
-// first of several, the server token the others join with: a data
-// directory from a lone server keeps the join token of its last start,
-// which says nothing of the bundle the others need), its kube-apiserver
-// answers /readyz through n's admin kubeconfig, and, one of several, it
-// published itself (published).
+// serverUp tells whether server n wrote its join token in this start
+// (and, as the first of several, the server token the others join with:
+// a data directory from a lone server keeps the join token of its last
+// start, which says nothing of the bundle the others need), its
+// kube-apiserver answers /readyz through n's admin kubeconfig, and, one
+// of several, it published itself (published). The token files are
+// written last: one older than n's pid file is a previous start's, and a
+// restarted server has not finished its start (what it records in the
+// cluster at each start, say) until it rewrites them.
 func (c *Cluster) serverUp(ctx context.Context, n Node) bool {
 	files := []string{n.TokenFile()}
 	if len(c.plan.Servers) > 1 && n.Index == 1 {
 		files = append(files, n.ServerTokenFile())
 	}
 	for _, f := range files {
-		if info, err := os.Stat(f); err != nil || info.Size() == 0 {
+		if !writtenSince(f, n.PidFile) {
 			return false
 		}
 	}
@@ -170,3 +173,14 @@ func (c *Cluster) waitNodes(ctx context.Context) error {
 }
 
 func (c *Cluster) elapsed() time.Duration { return time.Since(c.began).Round(time.Second) }
+
+// writtenSince tells whether file is not empty and was written at or
+// after since was (the pid file of the process that writes it).
+func writtenSince(file, since string) bool {
+	info, err := os.Stat(file)
+	if err != nil || info.Size() == 0 {
+		return false
+	}
+	start, err := os.Stat(since)
+	return err == nil && !info.ModTime().Before(start.ModTime())
+}
