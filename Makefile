@@ -14,7 +14,7 @@ NODES     ?=
 FLAVOR    ?= k1m
 K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 
-.PHONY: bench-tools deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration faults faults-test deps-build deps-cluster images cluster cluster-down clean help
+.PHONY: bench-tools deps-kind kind-image kind-up kind-down kind-test all bench bench-full build build-k1m build-stock conformance conformance-images conformance-test deps-conformance prepare verify unit test integration faults faults-test upgrade-test deps-build deps-cluster images cluster cluster-down clean help
 
 all: build
 
@@ -119,7 +119,16 @@ faults: deps-cluster build images ## the fault campaign on 3 servers + 2 agents:
 faults-test: deps-cluster build images ## make test's part: the fault campaign's CI subset (SCENARIOS=ci)
 	FAULTS_SCENARIOS=ci $(FAULTS)
 
-test: verify unit integration faults-test conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
+# The rolling upgrade (docs/operations.md#upgrades): UPGRADE_FROM is the
+# earlier release, a commit or tag of this repository; the default is the
+# release tagged v1.32.5+k1m.5fe805146d33.
+UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
+
+upgrade-test: deps-cluster build images ## the rolling upgrade from UPGRADE_FROM (built into $(OUT)/upgrade-from) to this tree on 3 servers + 2 agents, writes flowing, checked as the fault campaign checks
+	hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from
+	FAULTS_SCENARIOS=upgrade FAULTS_FROM_K1M=$(abspath $(OUT))/upgrade-from/_output/bin/k1m $(FAULTS)
+
+test: verify unit integration faults-test upgrade-test conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
 
 .PHONY: release release-test
 

@@ -44,6 +44,13 @@ func TestFaults(t *testing.T) {
 	if NeedsEtcdDisk(scenarios) {
 		c.opts.EtcdDisk = DiskServer()
 	}
+	if FromEarlierRelease(scenarios) {
+		from := os.Getenv("FAULTS_FROM_K1M")
+		if from == "" {
+			t.Fatal("the upgrade scenario needs the earlier release's binary in FAULTS_FROM_K1M (make upgrade-test builds it from UPGRADE_FROM)")
+		}
+		c.opts.FromK1M = from
+	}
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Minute)
 	defer cancel()
@@ -69,6 +76,7 @@ func TestFaults(t *testing.T) {
 				if err := os.Rename(c.opts.ClusterDir, kept); err != nil {
 					t.Error(err)
 				}
+				c.opts.FromK1M = "" // the earlier release only for the first cluster
 				c.up(ctx)
 			}
 		}

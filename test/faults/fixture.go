@@ -40,6 +40,9 @@ const (
 // Options place the campaign's cluster.
 type Options struct {
 	K1M, ImagesDir, ClusterDir, DataRoot string
+	// FromK1M is an earlier release's binary the cluster starts from (the
+	// upgrade scenario moves it to K1M); "": K1M.
+	FromK1M string
 	// EtcdDisk is the server (1 to 3; 0: none) whose durable etcd gets a
 	// file system of its own, a tmpfs of EtcdDiskSize, for the disk-full
 	// scenario to fill without filling the machine's disk.
@@ -64,7 +67,11 @@ type Fixture struct {
 
 // Start brings the campaign's cluster up.
 func Start(ctx context.Context, o Options) (*Fixture, error) {
-	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, K1M: o.K1M, ClusterDir: o.ClusterDir,
+	k1m := o.K1M
+	if o.FromK1M != "" {
+		k1m = o.FromK1M
+	}
+	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, K1M: k1m, ClusterDir: o.ClusterDir,
 		DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out})
 	if err != nil {
 		return nil, err

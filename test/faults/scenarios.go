@@ -21,6 +21,10 @@ type Scenario struct {
 	What string // one line for the table and the docs
 	// CI: part of the subset make test runs.
 	CI bool
+	// FromEarlierRelease: the scenario needs the cluster started from an
+	// earlier release (Options.FromK1M); it runs first, and only when
+	// named (not in all or ci).
+	FromEarlierRelease bool
 	// Run injects the fault and heals it; it returns once healed.
 	Run func(ctx context.Context, f *Fixture) error
 }
@@ -52,18 +56,17 @@ var Scenarios = []Scenario{
 	{Name: "partition-server", CI: true, What: "cut the server whose controller-manager leads off from the other servers (ip6tables) for 60 s; agents still reach it", Run: partitionServer},
 	{Name: "partition-agent", What: "cut agent 1 off from its preferred server (ip6tables) for 60 s", Run: partitionAgent},
 	{Name: "disk-full", What: "fill server 3's etcd file system to 256 MiB free for 30 s, then free it", Run: diskFull},
+	{Name: "upgrade", FromEarlierRelease: true, What: "rolling upgrade from the earlier release: servers 1, 2, 3, then the agents, each stopped and started on this tree's binary", Run: upgrade},
 }
 
 // Select picks scenarios by name from a comma-separated list; "" or
 // "all" is every scenario, "ci" the CI subset.
 func Select(names string) ([]Scenario, error) {
 	switch names {
-	case "", "all":
-		return Scenarios, nil
-	case "ci":
+	case "", "all", "ci":
 		var out []Scenario
 		for _, s := range Scenarios {
-			if s.CI {
+			if !s.FromEarlierRelease && (s.CI || names != "ci") {
 				out = append(out, s)
 			}
 		}
@@ -82,7 +85,25 @@ func Select(names string) ([]Scenario, error) {
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("SCENARIOS=%s: no scenario %s; want a comma-separated list of %s, or all, or ci", names, strings.Join(unknown, ", "), strings.Join(scenarioNames(), ", "))
 	}
+	// The cluster starts on the earlier release only once, before any
+	// other scenario.
+	slices.SortStableFunc(out, func(a, b Scenario) int {
+		return boolOrder(b.FromEarlierRelease) - boolOrder(a.FromEarlierRelease)
+	})
 	return out, nil
+}
+
+func boolOrder(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// FromEarlierRelease tells whether any of scenarios needs the cluster
+// started from an earlier release.
+func FromEarlierRelease(scenarios []Scenario) bool {
+	return slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.FromEarlierRelease })
 }
 
 func scenarioNames() []string {

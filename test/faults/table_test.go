@@ -14,14 +14,18 @@ func TestSelect(t *testing.T) {
 		}
 		return out
 	}
+	all := []string{"kill-9", "sigterm", "stop-while-reboot", "rolling", "all-stop", "partition-server", "partition-agent", "disk-full"}
 	for _, tc := range []struct {
 		in   string
 		want []string
 	}{
-		{"", scenarioNames()},
-		{"all", scenarioNames()},
+		{"", all},
+		{"all", all},
 		{"ci", []string{"kill-9", "stop-while-reboot", "partition-server"}},
 		{"disk-full,kill-9", []string{"disk-full", "kill-9"}},
+		// Named only, and first: the cluster starts on the earlier
+		// release.
+		{"kill-9,upgrade", []string{"upgrade", "kill-9"}},
 	} {
 		got, err := Select(tc.in)
 		if err != nil || !reflect.DeepEqual(names(got), tc.want) {
@@ -29,7 +33,7 @@ func TestSelect(t *testing.T) {
 		}
 	}
 	_, err := Select("kill-9,nope")
-	want := "SCENARIOS=kill-9,nope: no scenario nope; want a comma-separated list of kill-9, sigterm, stop-while-reboot, rolling, all-stop, partition-server, partition-agent, disk-full, or all, or ci"
+	want := "SCENARIOS=kill-9,nope: no scenario nope; want a comma-separated list of kill-9, sigterm, stop-while-reboot, rolling, all-stop, partition-server, partition-agent, disk-full, upgrade, or all, or ci"
 	if err == nil || err.Error() != want {
 		t.Errorf("Select of an unknown name: %v, want %q", err, want)
 	}

@@ -52,6 +52,15 @@ func (c *Cluster) Options() Options { return c.opts }
 // Plan is the cluster's layout.
 func (c *Cluster) Plan() Plan { return c.plan }
 
+// UseK1M makes every later start of a server or agent run the k1m binary
+// at path (a rolling upgrade: each process restarted after this runs the
+// new release); the running ones keep theirs.
+func (c *Cluster) UseK1M(path string) {
+	c.opts.K1M = path
+	c.plan.opts.K1M = path
+	c.logf("later starts run %s", path)
+}
+
 // Server is server i (from 1).
 func (c *Cluster) Server(i int) Node { return c.plan.Servers[i-1] }
 

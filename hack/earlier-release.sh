@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the earlier k1m release `make upgrade-test` starts from: a clone
+# of this repository at COMMIT, built by its own k1m-build, into
+# DIR/_output/bin/k1m. Kept while DIR holds COMMIT's build.
+# Usage: hack/earlier-release.sh COMMIT DIR
+set -euo pipefail
+usage="usage: hack/earlier-release.sh COMMIT DIR"
+commit=${1:?$usage}
+dir=${2:?$usage}
+cd "$(dirname "$0")/.."
+if ! want=$(git rev-parse --verify --quiet "$commit^{commit}"); then
+  echo "UPGRADE_FROM=$commit: no such commit or tag in this clone (a shallow clone lacks it: git fetch --unshallow --tags)" >&2
+  exit 1
+fi
+if [[ -x $dir/_output/bin/k1m && $(git -C "$dir" rev-parse HEAD 2>/dev/null) == "$want" ]]; then
+  echo "earlier release $want: built already ($dir/_output/bin/k1m)"
+  exit 0
+fi
+rm -rf "$dir"
+git clone --quiet --shared --no-checkout . "$dir"
+git -C "$dir" -c advice.detachedHead=false checkout --quiet "$want"
+echo "building the earlier release $want in $dir (its own k1m-build)"
+cd "$dir"
+# GOWORK=off: DIR may lie under this tree's _output, whose go.work is
+# not the earlier release's (its k1m-build makes its own).
+GOWORK=off go run ./build/cmd/k1m-build build --flavor k1m --out _output
