@@ -18,6 +18,7 @@ import (
 
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
+	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/stats"
@@ -35,6 +36,7 @@ type Report struct {
 	WatchCache        []watchcache.Result
 	ScaleOut          *scaleout.Result `json:",omitempty"`
 	Deployed          *deployed.Result `json:",omitempty"`
+	Joins             *joins.Result    `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -251,6 +253,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Joins != nil && len(rep.Joins.Trials) > 0 {
+		rows := append([][]string{rep.Joins.CSVHeader()}, rep.Joins.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "joins.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -350,6 +358,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Deployed != nil && len(rep.Deployed.Floods) > 0 {
 		b.WriteString(rep.Deployed.Markdown())
+	}
+	if rep.Joins != nil && len(rep.Joins.Trials) > 0 {
+		b.WriteString(rep.Joins.Markdown())
 	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"k1m.dev/k1m/bench/controlplane"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
+	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/scaleout"
@@ -20,10 +21,10 @@ import (
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins")
 
-// DefaultScenarios are what make bench runs (about 10 minutes): scaleout
-// and deployed bring up local clusters and are asked for by name.
+// DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
+// deployed and joins bring up local clusters and are asked for by name.
 var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
 // Options of a run.
@@ -52,8 +53,11 @@ type Options struct {
 	// ScaleOut says where the k1m build, its images and the scale-out
 	// clusters' data are.
 	ScaleOut scaleout.Options
-	// Deployed says where both builds' k1m are for the deployed scenario.
+	// Deployed says where both builds' k1m are for the deployed scenario
+	// (and the joins scenario).
 	Deployed deployed.Options
+	// Joins is the joins scenario's size.
+	Joins joins.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string
@@ -87,6 +91,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runScaleOut(ctx, o, rep)
 		case "deployed":
 			err = runDeployed(ctx, o, rep)
+		case "joins":
+			err = runJoins(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

@@ -14,6 +14,7 @@ import (
 	"k1m.dev/k1m/bench"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
+	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
@@ -85,6 +86,9 @@ type RunOptions struct {
 	// are ScaleOut's, copied by Default).
 	ScaleOut scaleout.Options
 	Deployed deployed.Options
+	// Joins holds --joins and --joins-workers (the joins scenario runs
+	// Deployed's two builds).
+	Joins joins.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -101,6 +105,7 @@ func DefaultRunOptions() RunOptions {
 		SimulatorCPU: 0.6,
 		ScaleOut:     scaleout.Options{DataRoot: scaleout.DefaultDataRoot, ServerMemory: scaleout.DefaultServerMemory},
 		Deployed:     deployed.Options{Nodes: deployed.DefaultNodes, DataRoot: deployed.DefaultDataRoot},
+		Joins:        joins.Config{Joins: joins.DefaultJoins, Workers: joins.DefaultWorkers},
 	}
 }
 
@@ -109,7 +114,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BenchProfile, "profile", o.BenchProfile, "bench profile, the defaults: quick (make bench) or full (make bench-full)")
 	fs.StringVar(&o.Results, "results", o.Results, "results folder (default _output/bench/<UTC time>-<bench profile>)")
 	fs.StringVar(&o.BuildOut, "out", o.BuildOut, "where make build and make build-stock put the binaries")
-	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout and deployed, local clusters, only when named)")
+	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, deployed and joins, local clusters, only when named)")
 	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
 	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
@@ -129,6 +134,8 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Deployed.StockK1M, "stock-k1m", o.Deployed.StockK1M, "deployed: the stock build's k1m binary (default OUT/stock/bin/k1m, which make build-stock writes)")
 	fs.IntVar(&o.Deployed.Nodes, "deployed-nodes", o.Deployed.Nodes, "deployed: Nodes the node status flood registers and updates")
 	fs.StringVar(&o.Deployed.DataRoot, "deployed-data-root", o.Deployed.DataRoot, "deployed: the clusters' data, one directory each, emptied before each starts")
+	fs.IntVar(&o.Joins.Joins, "joins", o.Joins.Joins, "joins: simulated nodes that join each build's fresh server with its join token")
+	fs.IntVar(&o.Joins.Workers, "joins-workers", o.Joins.Workers, "joins: how many of them join at once")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
 }
@@ -227,7 +234,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -305,15 +312,24 @@ func checkScaleOut(o bench.Options) error {
 	return errors.Join(errs...)
 }
 
-// checkDeployed checks the deployed scenario's needs when it is chosen:
-// both binaries, the images, root (it runs local clusters).
+// checkDeployed checks the needs of the deployed and joins scenarios
+// when one is chosen: both binaries, the images, root (they run local
+// clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
-	if !slices.Contains(o.Scenarios, "deployed") {
-		return nil
+	var errs []error
+	for _, s := range []string{"deployed", "joins"} {
+		if !slices.Contains(o.Scenarios, s) {
+			continue
+		}
+		if len(errs) == 0 {
+			errs = append(errs, o.Deployed.Validate())
+		}
+		if os.Geteuid() != 0 {
+			errs = append(errs, fmt.Errorf("--scenarios %s: needs root (it runs local clusters: network namespaces, cgroups, containerd)", s))
+		}
 	}
-	errs := []error{o.Deployed.Validate()}
-	if os.Geteuid() != 0 {
-		errs = append(errs, errors.New("--scenarios deployed: needs root (it runs local clusters: network namespaces, cgroups, containerd)"))
+	if slices.Contains(o.Scenarios, "joins") {
+		errs = append(errs, o.Joins.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -84,8 +84,8 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// binary is the k1m binary of a flavour.
-func (o Options) binary(flavour string) string {
+// Binary is the k1m binary of a flavour.
+func (o Options) Binary(flavour string) string {
 	if flavour == Stock {
 		return o.StockK1M
 	}
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options, rounds int, cfg leaseflood.Config, runs
 		for _, flavour := range order {
 			clusterDir := filepath.Join(runsDir, fmt.Sprintf("deployed-%s-%d", flavour, round))
 			fmt.Fprintf(out, "deployed, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, rounds, flavour, clusterDir)
-			shape := scaleout.Shape{Name: "deployed-" + flavour, Servers: 1, K1M: o.binary(flavour), ServerArgs: ServerArgs}
+			shape := scaleout.Shape{Name: "deployed-" + flavour, Servers: 1, K1M: o.Binary(flavour), ServerArgs: ServerArgs}
 			so := scaleout.Options{ImagesDir: o.ImagesDir, DataRoot: o.DataRoot}
 			err := scaleout.WithShape(ctx, shape, so, clusterDir, out, func(c *scaleout.Cluster) error {
 				idle, idleElapsed, err := idleRead(ctx, c, out)

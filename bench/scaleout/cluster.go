@@ -34,6 +34,7 @@ type Cluster struct {
 	// store) as the host reaches them; empty for a lone server.
 	etcdURLs []string
 	etcdTLS  etcd.TLS
+	dataDirs []string // each server's --data-dir
 }
 
 // WithCluster brings up the cluster named name (ClusterA or ClusterB):
@@ -160,7 +161,7 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Label(), err)
 		}
-		c.configs, c.pids = append(c.configs, cfg), append(c.pids, pid)
+		c.configs, c.pids, c.dataDirs = append(c.configs, cfg), append(c.pids, pid), append(c.dataDirs, s.DataDir)
 		if len(plan.Servers) > 1 {
 			port := strconv.Itoa(config.DefaultServer().NoFsyncEtcdPort)
 			c.etcdURLs = append(c.etcdURLs, "https://"+net.JoinHostPort(s.Addr.String(), port))
@@ -169,6 +170,10 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
+
+// DataDir is server k's data directory, from 1 (its join token is
+// DATA-DIR/token).
+func (c *Cluster) DataDir(k int) string { return c.dataDirs[k-1] }
 
 // ServerPID is server k's `k1m server` process, from 1.
 func (c *Cluster) ServerPID(k int) int { return c.pids[k-1] }

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/joins"
+	"k1m.dev/k1m/bench/scaleout"
+	"k1m.dev/k1m/pkg/pki"
+)
+
+// runJoins brings up one fresh `k1m server` of each build per round,
+// alternating the order (one local cluster at a time), and joins
+// o.Joins.Joins simulated nodes to it with its join token. Each trial is
+// written as soon as it is in.
+func runJoins(ctx context.Context, o Options, rep *Report) error {
+	rep.Joins = &joins.Result{Config: o.Joins}
+	runsDir := filepath.Join(o.Results, "runs")
+	for round := 1; round <= o.Rounds; round++ {
+		order := slices.Clone(deployed.Flavours)
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, flavour := range order {
+			clusterDir := filepath.Join(runsDir, fmt.Sprintf("joins-%s-%d", flavour, round))
+			fmt.Fprintf(o.Progress, "joins, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, o.Rounds, flavour, clusterDir)
+			shape := scaleout.Shape{Name: "joins-" + flavour, Servers: 1, K1M: o.Deployed.Binary(flavour)}
+			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
+			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error {
+				t, err := joinTrial(ctx, o, c, flavour, round)
+				if err != nil {
+					return err
+				}
+				rep.Joins.Trials = append(rep.Joins.Trials, t)
+				return rep.writeData()
+			})
+			if err != nil {
+				return fmt.Errorf("joins, %s, round %d: %w", flavour, round, err)
+			}
+		}
+	}
+	return nil
+}
+
+// joinTrial joins the nodes to server 1 of c with its join token.
+func joinTrial(ctx context.Context, o Options, c *scaleout.Cluster, flavour string, round int) (joins.Trial, error) {
+	data, err := os.ReadFile(filepath.Join(c.DataDir(1), "token"))
+	if err != nil {
+		return joins.Trial{}, err
+	}
+	token, err := pki.ParseToken(strings.TrimSpace(string(data)))
+	if err != nil {
+		return joins.Trial{}, err
+	}
+	fmt.Fprintf(o.Progress, "joins, round %d/%d, %s: %d nodes, %d at a time\n", round, o.Rounds, flavour, o.Joins.Joins, o.Joins.Workers)
+	progress := func(done, failed int) {
+		fmt.Fprintf(o.Progress, "  %d/%d joined, %d failed\n", done, o.Joins.Joins, failed)
+	}
+	t, err := joins.Run(ctx, o.Joins, joins.Bootstrap(c.Config(1), token.Secret), fmt.Sprintf("sim-%s-%d", flavour, round), progress)
+	t.Flavour, t.Round = flavour, round
+	fmt.Fprintf(o.Progress, "  %s\n", t.Line())
+	return t, err
+}
