@@ -27,7 +27,8 @@
 //	kube-proxy   kubelet.go    starts kube-proxy
 //	watch        follow.go     annotates the Node with its renew interval; on agents, watches
 //	                           k1m-cluster for a new lease profile
-//	supervise    agent.go      runs until ctx ends or a part fails; stops for a new lease profile (ErrRestart)
+//	supervise    agent.go      runs until ctx ends or a part fails; stops for a new lease profile
+//	                           (ErrRestart) at a random point of the published restart spread
 //
 // What a phase starts is stopped when Run returns, in the reverse order.
 package agent
@@ -36,6 +37,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -128,6 +130,8 @@ func (n *node) stop() {
 // supervise waits for ctx's end (nil) or the first part to fail, and
 // stops the kubelet and kube-proxy for a new lease profile (ErrRestart).
 func (n *node) supervise(ctx context.Context) error {
+	var restart <-chan time.Time // set once a new profile is seen
+	var next join.Settings
 	for {
 		select {
 		case err := <-n.kubelet:
@@ -141,10 +145,14 @@ func (n *node) supervise(ctx context.Context) error {
 				return err
 			}
 		case s := <-n.changed:
-			n.say("k1m-cluster's lease profile changed (%s, was %s): restarting the node agent to apply it; pods keep running", describeLease(s), describeLease(n.settings))
+			delay := restartDelay(s.RestartSpread, rand.Float64())
+			n.say("k1m-cluster's lease profile changed (%s, was %s): restarting the node agent in %s to apply it (the cluster's agents restart spread over %s); pods keep running",
+				describeLease(s), describeLease(n.settings), delay.Round(time.Millisecond), s.RestartSpread)
+			restart, next = time.After(delay), s
+		case <-restart:
 			n.stopComponents()
 			waitStopped(n.cfg.Timings.ComponentsStop, n.kubelet, n.proxy)
-			return fmt.Errorf("%w (%s)", ErrRestart, describeLease(s))
+			return fmt.Errorf("%w (%s)", ErrRestart, describeLease(next))
 		case <-ctx.Done():
 			return nil
 		}

@@ -61,6 +61,13 @@ func (n *node) watch(ctx context.Context) error {
 	return nil
 }
 
+// restartDelay is where in spread, r in [0, 1) picking it, this agent
+// restarts for a new lease profile: the cluster's agents restart at
+// random across the spread, not together.
+func restartDelay(spread time.Duration, r float64) time.Duration {
+	return time.Duration(float64(spread) * r)
+}
+
 func sameLeaseProfile(a, b join.Settings) bool {
 	return a.RenewInterval == b.RenewInterval && a.LeaseDurationSeconds == b.LeaseDurationSeconds
 }

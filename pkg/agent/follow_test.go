@@ -109,3 +109,20 @@ func TestForgetTokenFile(t *testing.T) {
 		t.Errorf("again: %v, said %q; want nothing", err, out.String())
 	}
 }
+
+func TestRestartDelayIsAcrossTheSpread(t *testing.T) {
+	for _, c := range []struct {
+		spread time.Duration
+		r      float64
+		want   time.Duration
+	}{
+		{0, 0.7, 0},                // an earlier server's settings: at once
+		{1000 * time.Second, 0, 0}, // the first of the cluster
+		{1000 * time.Second, 0.25, 250 * time.Second},  // a quarter in
+		{1000 * time.Second, 0.999, 999 * time.Second}, // the last, within the spread
+	} {
+		if got := restartDelay(c.spread, c.r); got != c.want {
+			t.Errorf("restartDelay(%s, %v) = %s, want %s", c.spread, c.r, got, c.want)
+		}
+	}
+}

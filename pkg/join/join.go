@@ -32,6 +32,10 @@ type Settings struct {
 	ClusterDNS           string // the CoreDNS Service IP
 	ClusterCIDR          string
 	ServiceCIDR          string
+	// RestartSpread is how long the agents' restarts for a new lease
+	// profile are spread over: each waits a random part of it (0: none;
+	// absent in the data of earlier releases).
+	RestartSpread time.Duration
 }
 
 // Data renders s as ConfigMap data.
@@ -43,6 +47,7 @@ func (s Settings) Data() map[string]string {
 		"clusterDNS":               s.ClusterDNS,
 		"clusterCIDR":              s.ClusterCIDR,
 		"serviceCIDR":              s.ServiceCIDR,
+		"leaseChangeRestartSpread": s.RestartSpread.String(),
 	}
 }
 
@@ -58,6 +63,11 @@ func SettingsFromData(d map[string]string) (Settings, error) {
 	}
 	s := Settings{RenewInterval: renew, LeaseDurationSeconds: int32(lease), ClusterDomain: d["clusterDomain"],
 		ClusterDNS: d["clusterDNS"], ClusterCIDR: d["clusterCIDR"], ServiceCIDR: d["serviceCIDR"]}
+	if v, ok := d["leaseChangeRestartSpread"]; ok {
+		if s.RestartSpread, err = time.ParseDuration(v); err != nil || s.RestartSpread < 0 {
+			return Settings{}, fmt.Errorf("%s/%s: leaseChangeRestartSpread %q: want a duration, 0s or more", PublicNamespace, SettingsName, v)
+		}
+	}
 	for k, v := range map[string]string{"clusterDomain": s.ClusterDomain, "clusterDNS": s.ClusterDNS, "clusterCIDR": s.ClusterCIDR, "serviceCIDR": s.ServiceCIDR} {
 		if v == "" {
 			return Settings{}, fmt.Errorf("%s/%s: %s is empty", PublicNamespace, SettingsName, k)

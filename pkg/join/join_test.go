@@ -21,10 +21,23 @@ import (
 )
 
 func TestSettingsRoundTrip(t *testing.T) {
-	s := Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108"}
+	s := Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108",
+		RestartSpread: 1500 * time.Millisecond}
 	got, err := SettingsFromData(s.Data())
 	if err != nil || got != s {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// An earlier release's data has no spread: none.
+	earlier := s.Data()
+	delete(earlier, "leaseChangeRestartSpread")
+	if got, err := SettingsFromData(earlier); err != nil || got.RestartSpread != 0 {
+		t.Fatalf("data without a spread: %+v, %v; want a spread of 0", got, err)
+	}
+	negative := s.Data()
+	negative["leaseChangeRestartSpread"] = "-1s"
+	want := `kube-public/k1m-cluster: leaseChangeRestartSpread "-1s": want a duration, 0s or more`
+	if _, err := SettingsFromData(negative); err == nil || err.Error() != want {
+		t.Fatalf("a negative spread: %v, want %s", err, want)
 	}
 	bad := s.Data()
 	delete(bad, "clusterDNS")

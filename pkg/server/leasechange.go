@@ -24,6 +24,22 @@ import (
 // few seconds in make integration; the allowance leaves a wide margin.
 const agentRestartAllowance = 15 * time.Second
 
+// agentRestartsPerSecond is how many agents, cluster-wide, a lease
+// profile change restarts per second (restartSpread). A restart re-lists
+// what the node's kubelet and kube-proxy watch (its pods and Node, every
+// Service and EndpointSlice) and re-opens their watches: close to what a
+// join costs the control plane but the CSR; the rate keeps that
+// load under the join rate bench/joins measures (docs/performance.md).
+const agentRestartsPerSecond = 100
+
+// restartSpread is how long n agents' restarts are spread over at
+// agentRestartsPerSecond: 3 nodes in 30 ms, 10,000 in 100 s, 100,000 in
+// 1,000 s. Any delay is safe: checkLeaseChange accepts only a profile
+// whose grace period a node on the old interval keeps within.
+func restartSpread(nodes int) time.Duration {
+	return time.Duration(nodes) * time.Second / agentRestartsPerSecond
+}
+
 // slowestRenewal is the longest renew interval a node of the cluster may
 // still run with: what each node's agent recorded on its Node
 // (constants.NodeRenewIntervalAnnotation), and the published profile for
@@ -83,30 +99,34 @@ func nodeList(names []string) string {
 
 // phaseLeaseChange compares the lease profile about to be published with
 // what the cluster runs and refuses a change nodes cannot absorb, before
-// anything is written.
-func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interface) error {
+// anything is written. On a change it returns the spread of the agents'
+// restarts (restartSpread of the cluster's nodes); else the spread
+// published already.
+func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interface) (time.Duration, error) {
 	cm, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil // a new cluster
+		return 0, nil // a new cluster
 	}
 	if err != nil {
-		return fmt.Errorf("reading the published lease profile: %w", err)
+		return 0, fmt.Errorf("reading the published lease profile: %w", err)
 	}
 	published, err := join.SettingsFromData(cm.Data)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if published.RenewInterval == s.cfg.Lease.RenewInterval {
-		return nil
+		return published.RestartSpread, nil
 	}
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
-		return fmt.Errorf("listing nodes for the lease profile change: %w", err)
+		return 0, fmt.Errorf("listing nodes for the lease profile change: %w", err)
 	}
 	slowest, who := slowestRenewal(published.RenewInterval, nodes.Items)
 	if err := checkLeaseChange(s.cfg.Lease, slowest, who); err != nil {
-		return err
+		return 0, err
 	}
-	s.step("lease profile changes from renew %s to %s: agents watch k1m-cluster and follow at once, each restarting itself (pods keep running)", published.RenewInterval, s.cfg.Lease.RenewInterval)
-	return nil
+	spread := restartSpread(len(nodes.Items))
+	s.step("lease profile changes from renew %s to %s: agents watch k1m-cluster and follow, each restarting itself at a random point of %s (%d nodes at %d a second; pods keep running)",
+		published.RenewInterval, s.cfg.Lease.RenewInterval, spread, len(nodes.Items), agentRestartsPerSecond)
+	return spread, nil
 }

@@ -70,3 +70,11 @@ func TestCheckLeaseChange(t *testing.T) {
 		t.Errorf("40s -> 10s:\ngot  %v\nwant %s", err, want)
 	}
 }
+
+func TestRestartSpreadKeepsTheRestartRate(t *testing.T) {
+	for nodes, want := range map[int]time.Duration{0: 0, 3: 30 * time.Millisecond, 10_000: 100 * time.Second, 100_000: 1000 * time.Second} {
+		if got := restartSpread(nodes); got != want {
+			t.Errorf("restartSpread(%d) = %s, want %s", nodes, got, want)
+		}
+	}
+}

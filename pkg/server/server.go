@@ -474,9 +474,11 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	dns := s.cfg.DNSServiceIP
 	settings := join.Settings{RenewInterval: s.cfg.Lease.RenewInterval, LeaseDurationSeconds: s.cfg.Lease.LeaseDurationSeconds(),
 		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
-	if err := s.phaseLeaseChange(ctx, client); err != nil {
+	spread, err := s.phaseLeaseChange(ctx, client)
+	if err != nil {
 		return err
 	}
+	settings.RestartSpread = spread
 	servers, err := join.ReadServerVersions(ctx, client)
 	if err != nil {
 		return err
