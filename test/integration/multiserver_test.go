@@ -88,6 +88,13 @@ func TestMultiServer(t *testing.T) {
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("EveryServerReadyToANodeCertificateOnly", func(t *testing.T) { m.requireServersReady(t) })
+	// Each server's kube-apiserver and kube-scheduler, the leading
+	// controller-manager and route publisher, and the changed node's own
+	// kubelet, kube-proxy and k1m agent: 11 with 3 servers whatever the
+	// nodes (a watch of every Node per node would add 5 here).
+	t.Run("NodeChangeReachesAConstantNumberOfWatchers", func(t *testing.T) {
+		requireNodeFanout(ctx, t, m.clients, "k1m-node-1", multiNodes, 11)
+	})
 	t.Run("ServerWithoutQuorumIsLeft", func(t *testing.T) { m.testServerWithoutQuorumIsLeft(ctx, t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
 	// After KillServerWhileWriting, which wants one server to have taken

@@ -33,6 +33,7 @@ func main() {
 		{"etcd-flood.csv", etcdPlot},
 		{"nodes.csv", nodePlots},
 		{"watchcache.csv", watchCachePlot},
+		{"joins.csv", joinsPlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -118,6 +119,22 @@ func leasePlots(dir string, rows []map[string]string) error {
 		{"updates_per_s", "lease-flood-rate.png", "Lease flood through kube-apiserver: throughput", "Lease updates/s"},
 		{"p99_ms", "lease-flood-p99.png", "Lease flood: p99 update latency", "ms"},
 		{"apiserver_cpu_us_per_update", "lease-flood-cpu.png", "Lease flood: kube-apiserver CPU per update", "CPU-us/update"},
+	} {
+		names, vals := medians(rows, key, c.col)
+		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinsPlots draws the joins scenario: joins/s and p99 time to the
+// certificate, per build (medians of rounds).
+func joinsPlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["flavour"] }
+	for _, c := range []struct{ col, file, title, unit string }{
+		{"joins_per_s", "joins-rate.png", "Simulated joins: certificates issued per second", "joins/s"},
+		{"p99_ms", "joins-p99.png", "Simulated joins: p99 from request to certificate", "ms"},
 	} {
 		names, vals := medians(rows, key, c.col)
 		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// fanoutUpdates is how many times requireNodeFanout changes a Node.
+const fanoutUpdates = 20
+
+// requireNodeFanout measures how many watchers a Node change reaches, from
+// kube-apiserver's own count of the watch events it sends
+// (apiserver_watch_events_total{kind="Node"}, summed over every server):
+// it changes a label of node fanoutUpdates times and divides the events
+// sent by the Node changes its own watch of every Node saw in the same
+// window (so that a kubelet's status report meanwhile counts too), its
+// own watch left out. That is what one node status report costs the
+// cluster in events; it must not grow with the nodes (want at most max).
+func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.Interface, node string, nodes int, max float64) {
+	t.Helper()
+	fanout, err := nodeFanout(ctx, clients, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a Node change reaches %.2f watchers besides this test's (%d nodes, %d servers)", fanout, nodes, len(clients))
+	if fanout > max {
+		t.Errorf("a Node change reaches %.2f watchers with %d nodes and %d servers, want at most %.0f: something watches every Node per node", fanout, nodes, len(clients), max)
+	}
+}
+
+func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string) (float64, error) {
+	list, err := clients[0].CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	w, err := clients[0].CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	before, err := nodeWatchEvents(ctx, clients)
+	if err != nil {
+		return 0, err
+	}
+	for i := range fanoutUpdates {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"k1m.dev/fanout-test":"%d"}}}`, i)
+		if _, err := clients[0].CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	own, mine := 0, 0
+	deadline := time.After(30 * time.Second)
+	for mine < fanoutUpdates {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, fmt.Errorf("the watch of every Node ended after %d events", own)
+			}
+			if ev.Type == watch.Error {
+				return 0, fmt.Errorf("the watch of every Node: %v", ev.Object)
+			}
+			own++
+			if n, ok := ev.Object.(interface{ GetName() string }); ok && n.GetName() == node {
+				mine++
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("saw %d of the %d changes of node %s in 30 s", mine, fanoutUpdates, node)
+		}
+	}
+	// Every watcher has been sent the last change by now; what arrives
+	// here meanwhile is counted on both sides.
+	time.Sleep(2 * time.Second)
+	for drained := false; !drained; {
+		select {
+		case <-w.ResultChan():
+			own++
+		default:
+			drained = true
+		}
+	}
+	after, err := nodeWatchEvents(ctx, clients)
+	if err != nil {
+		return 0, err
+	}
+	return (after - before - float64(own)) / float64(own), nil
+}
+
+// nodeWatchEvents sums apiserver_watch_events_total{kind="Node"} over the
+// servers.
+func nodeWatchEvents(ctx context.Context, clients []kubernetes.Interface) (float64, error) {
+	var sum float64
+	for i, c := range clients {
+		raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("server %d's metrics: %w", i+1, err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "apiserver_watch_events_total{") && strings.Contains(line, `kind="Node"`) {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				if err != nil {
+					return 0, fmt.Errorf("server %d: %q: %w", i+1, line, err)
+				}
+				sum += v
+			}
+		}
+	}
+	return sum, nil
+}
