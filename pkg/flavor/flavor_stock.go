@@ -33,6 +33,10 @@ const LeaseDurationFlag = false
 // than 16 bits wider than the /64 node ranges.
 const DefaultClusterCIDR = "fddf:4035:b500::/48"
 
+// ControllerManagerQPS: 0 leaves kube-controller-manager at client-go's
+// default (20 requests a second), as kubeadm does.
+const ControllerManagerQPS = 0
+
 // MaxNodeMaskBits is upstream node IPAM's limit between cluster CIDR and
 // node mask.
 const MaxNodeMaskBits = 16

@@ -125,7 +125,16 @@ func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubecon
 		"--use-service-account-credentials=true",
 		"--controllers=*,bootstrapsigner,tokencleaner",
 		"--node-monitor-grace-period="+lease.GracePeriod.String(),
-	), leaseDurationArgs(lease)...)
+	), append(leaseDurationArgs(lease), clientRateArgs(flavor.ControllerManagerQPS)...)...)
+}
+
+// clientRateArgs set a component's client rate limit, qps a second and
+// a burst of twice that; none for 0 (client-go's default).
+func clientRateArgs(qps int) []string {
+	if qps == 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(qps), "--kube-api-burst=" + strconv.Itoa(2*qps)}
 }
 
 func schedulerArgs(kubeconfig string, leaderElect bool) []string {

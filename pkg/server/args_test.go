@@ -223,6 +223,8 @@ func TestControllerArgs(t *testing.T) {
 		"--controllers=*,bootstrapsigner,tokencleaner",
 		"--node-monitor-grace-period=2m30s",
 		"--node-lease-duration=2m0s",
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
 	))
 	equalArgs(t, "kube-scheduler", schedulerArgs("/k", false), local)
 	// One of several servers: exactly one active of each, by leader election.
