@@ -113,14 +113,13 @@ func bars(dir, file, title, ylabel string, names []string, values []float64) err
 	return p.Save(vg.Length(110*len(names)+160), 4*vg.Inch, filepath.Join(dir, file))
 }
 
-func leasePlots(dir string, rows []map[string]string) error {
-	key := func(r map[string]string) string { return r["variant"] }
-	for _, c := range []struct{ col, file, title, unit string }{
-		{"updates_per_s", "lease-flood-rate.png", "Lease flood through kube-apiserver: throughput", "Lease updates/s"},
-		{"p99_ms", "lease-flood-p99.png", "Lease flood: p99 update latency", "ms"},
-		{"apiserver_cpu_us_per_update", "lease-flood-cpu.png", "Lease flood: kube-apiserver CPU per update", "CPU-us/update"},
-	} {
-		names, vals := medians(rows, key, c.col)
+// barChart is one bar chart of a CSV column's medians per key.
+type barChart struct{ col, file, title, unit string }
+
+// medianBars draws each chart of rows, one bar per key (median of rounds).
+func medianBars(dir string, rows []map[string]string, key string, charts ...barChart) error {
+	for _, c := range charts {
+		names, vals := medians(rows, func(r map[string]string) string { return r[key] }, c.col)
 		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {
 			return err
 		}
@@ -128,20 +127,19 @@ func leasePlots(dir string, rows []map[string]string) error {
 	return nil
 }
 
+func leasePlots(dir string, rows []map[string]string) error {
+	return medianBars(dir, rows, "variant",
+		barChart{"updates_per_s", "lease-flood-rate.png", "Lease flood through kube-apiserver: throughput", "Lease updates/s"},
+		barChart{"p99_ms", "lease-flood-p99.png", "Lease flood: p99 update latency", "ms"},
+		barChart{"apiserver_cpu_us_per_update", "lease-flood-cpu.png", "Lease flood: kube-apiserver CPU per update", "CPU-us/update"})
+}
+
 // joinsPlots draws the joins scenario: joins/s and p99 time to the
-// certificate, per build (medians of rounds).
+// certificate, per build.
 func joinsPlots(dir string, rows []map[string]string) error {
-	key := func(r map[string]string) string { return r["flavour"] }
-	for _, c := range []struct{ col, file, title, unit string }{
-		{"joins_per_s", "joins-rate.png", "Simulated joins: certificates issued per second", "joins/s"},
-		{"p99_ms", "joins-p99.png", "Simulated joins: p99 from request to certificate", "ms"},
-	} {
-		names, vals := medians(rows, key, c.col)
-		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {
-			return err
-		}
-	}
-	return nil
+	return medianBars(dir, rows, "flavour",
+		barChart{"joins_per_s", "joins-rate.png", "Simulated joins: certificates issued per second", "joins/s"},
+		barChart{"p99_ms", "joins-p99.png", "Simulated joins: p99 from request to certificate", "ms"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
