@@ -21,6 +21,7 @@ import (
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/scaleout"
+	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/stats"
 	"k1m.dev/k1m/bench/watchcache"
 )
@@ -37,6 +38,7 @@ type Report struct {
 	ScaleOut          *scaleout.Result `json:",omitempty"`
 	Deployed          *deployed.Result `json:",omitempty"`
 	Joins             *joins.Result    `json:",omitempty"`
+	Schedule          *schedule.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -259,6 +261,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Schedule != nil && len(rep.Schedule.Steps) > 0 {
+		rows := append([][]string{rep.Schedule.CSVHeader()}, rep.Schedule.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "schedule.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -361,6 +369,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Joins != nil && len(rep.Joins.Trials) > 0 {
 		b.WriteString(rep.Joins.Markdown())
+	}
+	if rep.Schedule != nil && len(rep.Schedule.Steps) > 0 {
+		b.WriteString(rep.Schedule.Markdown())
 	}
 	return b.String()
 }

@@ -15,16 +15,18 @@ import (
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
+	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/watchcache"
 	"k1m.dev/k1m/pkg/config"
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule")
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
-// deployed and joins bring up local clusters and are asked for by name.
+// deployed, joins and schedule bring up local clusters and are asked for
+// by name.
 var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
 // Options of a run.
@@ -58,6 +60,8 @@ type Options struct {
 	Deployed deployed.Options
 	// Joins is the joins scenario's size.
 	Joins joins.Config
+	// Schedule is the schedule scenario's node counts and pods.
+	Schedule schedule.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string
@@ -93,6 +97,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runDeployed(ctx, o, rep)
 		case "joins":
 			err = runJoins(ctx, o, rep)
+		case "schedule":
+			err = runSchedule(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

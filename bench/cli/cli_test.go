@@ -15,6 +15,7 @@ import (
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/pkg/config"
 )
 
@@ -167,7 +168,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -204,6 +205,13 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("joins") +
 			"\n--joins 0: want at least 1, e.g. 1000\n--joins-workers -1: want at least 1, e.g. 50"},
+		{"schedule", func(o *RunOptions) {
+			o.Scenarios, o.ScheduleNodes, o.Schedule.Pods, o.Schedule.Workers = "schedule", "5000,1000", 0, 0
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
+			"\n--schedule-nodes 5000,1000: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -238,7 +246,8 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Nodes: noderamp.Config{Steps: []int{4000}, Hold: 20 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
 			Simulator: nodesim.Defaults(), SimulatorCores: 0.6},
 		LongRenew: 40 * time.Second, WatchBenchtime: "300ms", WatchCount: 1,
-		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
+		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
+		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -256,7 +265,8 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Nodes: noderamp.Config{Steps: []int{10, 20}, Hold: 45 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
 			Simulator: nodesim.Defaults(), SimulatorCores: 1.5},
 		LongRenew: 20 * time.Second, WatchBenchtime: "2x", WatchCount: 5,
-		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
+		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
+		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)
 	}

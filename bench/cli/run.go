@@ -19,6 +19,7 @@ import (
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/scaleout"
+	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/pkg/config"
 )
 
@@ -89,23 +90,29 @@ type RunOptions struct {
 	// Joins holds --joins and --joins-workers (the joins scenario runs
 	// Deployed's two builds).
 	Joins joins.Config
+	// ScheduleNodes, Schedule hold --schedule-nodes (comma-separated),
+	// --schedule-pods and --schedule-workers (Deployed's two builds too).
+	ScheduleNodes string
+	Schedule      schedule.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
 func DefaultRunOptions() RunOptions {
 	return RunOptions{
-		BenchProfile: "quick",
-		BuildOut:     "_output",
-		Scenarios:    strings.Join(bench.DefaultScenarios, ","),
-		Ablation:     true,
-		CPUProfiles:  true,
-		Watchers:     -1,
-		Warmup:       -1,
-		LongRenew:    40 * time.Second,
-		SimulatorCPU: 0.6,
-		ScaleOut:     scaleout.Options{DataRoot: scaleout.DefaultDataRoot, ServerMemory: scaleout.DefaultServerMemory},
-		Deployed:     deployed.Options{Nodes: deployed.DefaultNodes, DataRoot: deployed.DefaultDataRoot},
-		Joins:        joins.Config{Joins: joins.DefaultJoins, Workers: joins.DefaultWorkers},
+		BenchProfile:  "quick",
+		BuildOut:      "_output",
+		Scenarios:     strings.Join(bench.DefaultScenarios, ","),
+		Ablation:      true,
+		CPUProfiles:   true,
+		Watchers:      -1,
+		Warmup:        -1,
+		LongRenew:     40 * time.Second,
+		SimulatorCPU:  0.6,
+		ScaleOut:      scaleout.Options{DataRoot: scaleout.DefaultDataRoot, ServerMemory: scaleout.DefaultServerMemory},
+		Deployed:      deployed.Options{Nodes: deployed.DefaultNodes, DataRoot: deployed.DefaultDataRoot},
+		Joins:         joins.Config{Joins: joins.DefaultJoins, Workers: joins.DefaultWorkers},
+		ScheduleNodes: "1000,5000",
+		Schedule:      schedule.Config{Pods: schedule.DefaultPods, Workers: schedule.DefaultWorkers},
 	}
 }
 
@@ -114,7 +121,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.BenchProfile, "profile", o.BenchProfile, "bench profile, the defaults: quick (make bench) or full (make bench-full)")
 	fs.StringVar(&o.Results, "results", o.Results, "results folder (default _output/bench/<UTC time>-<bench profile>)")
 	fs.StringVar(&o.BuildOut, "out", o.BuildOut, "where make build and make build-stock put the binaries")
-	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, deployed and joins, local clusters, only when named)")
+	fs.StringVar(&o.Scenarios, "scenarios", o.Scenarios, "comma-separated, of "+strings.Join(bench.Scenarios, ",")+" (scaleout, deployed, joins and schedule, local clusters, only when named)")
 	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
 	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
@@ -136,6 +143,9 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Deployed.DataRoot, "deployed-data-root", o.Deployed.DataRoot, "deployed: the clusters' data, one directory each, emptied before each starts")
 	fs.IntVar(&o.Joins.Joins, "joins", o.Joins.Joins, "joins: simulated nodes that join each build's fresh server with its join token")
 	fs.IntVar(&o.Joins.Workers, "joins-workers", o.Joins.Workers, "joins: how many of them join at once")
+	fs.StringVar(&o.ScheduleNodes, "schedule-nodes", o.ScheduleNodes, "schedule: the node counts, ascending, comma-separated")
+	fs.IntVar(&o.Schedule.Pods, "schedule-pods", o.Schedule.Pods, "schedule: pods scheduled at each node count")
+	fs.IntVar(&o.Schedule.Workers, "schedule-workers", o.Schedule.Workers, "schedule: pod creates in flight")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
 }
@@ -234,7 +244,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -258,6 +268,7 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 		c.Nodes.Steps, _ = parseSteps(o.NodeSteps)
 	}
 	c.Scenarios, _ = parseScenarios(o.Scenarios)
+	c.Schedule.Steps = parseCounts(o.ScheduleNodes)
 	return c
 }
 
@@ -317,7 +328,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins"} {
+	for _, s := range []string{"deployed", "joins", "schedule"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -330,6 +341,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "joins") {
 		errs = append(errs, o.Joins.Validate())
+	}
+	if slices.Contains(o.Scenarios, "schedule") {
+		errs = append(errs, o.Schedule.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -344,6 +358,17 @@ func parseSteps(s string) ([]int, error) {
 		steps = append(steps, n)
 	}
 	return steps, nil
+}
+
+// parseCounts reads comma-separated counts; one that is not a number
+// reads as 0, which the scenario's Validate refuses naming its flag.
+func parseCounts(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, _ := strconv.Atoi(strings.TrimSpace(f))
+		out = append(out, n)
+	}
+	return out
 }
 
 func parseScenarios(s string) ([]string, error) {

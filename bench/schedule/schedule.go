@@ -1,0 +1,309 @@
+// Package schedule measures kube-scheduler on many nodes, as upstream's
+// scheduler_perf does it: Node objects registered as kubelets register
+// them (leaseflood.NewNode: Ready, 8 CPUs, 110 pods) but with no kubelet
+// behind them, and pods created at a steady pace that tolerate every
+// taint (the node lifecycle controller taints lease-less nodes
+// not-ready after its grace period; scheduling, not readiness, is what is
+// measured). Each step registers nodes up to its count, creates the pods
+// and waits until the scheduler has bound every one, reading the
+// scheduler process's CPU over the step.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/proc"
+	"k1m.dev/k1m/bench/stats"
+)
+
+// Defaults: upstream's scheduler_perf sizes (1,000 and 5,000 nodes), 2,000
+// pods a step, created 50 at a time.
+var DefaultSteps = []int{1000, 5000}
+
+const (
+	DefaultPods    = 2000
+	DefaultWorkers = 50
+	// Namespace holds the pods.
+	Namespace = "k1m-bench-schedule"
+	// BindTimeout bounds a step's wait for its last pod to be bound.
+	BindTimeout = 10 * time.Minute
+)
+
+// Config is the scenario's size.
+type Config struct {
+	Steps   []int // node counts, ascending
+	Pods    int   // pods scheduled at each step
+	Workers int   // pod creates in flight
+}
+
+// Validate names the flag at fault.
+func (c Config) Validate() error {
+	var errs []error
+	for i, n := range c.Steps {
+		if n < 1 || (i > 0 && n <= c.Steps[i-1]) {
+			errs = append(errs, fmt.Errorf("--schedule-nodes %s: want ascending positive node counts, e.g. 1000,5000", joinInts(c.Steps)))
+			break
+		}
+	}
+	if len(c.Steps) == 0 {
+		errs = append(errs, errors.New("--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"))
+	}
+	if c.Pods < 1 {
+		errs = append(errs, fmt.Errorf("--schedule-pods %d: want at least 1, e.g. %d", c.Pods, DefaultPods))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--schedule-workers %d: want at least 1, e.g. %d", c.Workers, DefaultWorkers))
+	}
+	return errors.Join(errs...)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// Step is one node count's measurement.
+type Step struct {
+	Flavour string
+	Round   int
+	Nodes   int
+	Pods    int // bound
+	// Created is from the first create to the last; Bound from the first
+	// create to the last bind (the scheduler's throughput is Pods/Bound
+	// when it, not the creates, is the slower).
+	Created, Bound time.Duration
+	// SchedulerCPU is the scheduler process's CPU over the step.
+	SchedulerCPU time.Duration
+}
+
+// PodsPerSecond is the pods bound per second, from the first create.
+func (s Step) PodsPerSecond() float64 { return stats.Rate(int64(s.Pods), s.Bound) }
+
+// CreatedPerSecond is the pace the pods were created at.
+func (s Step) CreatedPerSecond() float64 { return stats.Rate(int64(s.Pods), s.Created) }
+
+// CPUPerPod is the scheduler's CPU per bound pod, in microseconds.
+func (s Step) CPUPerPod() float64 {
+	return stats.Per(float64(s.SchedulerCPU.Microseconds()), int64(s.Pods))
+}
+
+// Line is a step's one-line summary.
+func (s Step) Line() string {
+	return fmt.Sprintf("%d nodes: %d pods bound in %s (%.0f pods/s; created at %.0f/s), scheduler %.0f CPU-µs per pod",
+		s.Nodes, s.Pods, s.Bound.Round(100*time.Millisecond), s.PodsPerSecond(), s.CreatedPerSecond(), s.CPUPerPod())
+}
+
+// Run registers nodes and schedules pods at each step of cfg; scheduler
+// is the scheduler's process (its CPU is read), progress hears each step.
+func Run(ctx context.Context, cfg Config, client kubernetes.Interface, scheduler int, progress func(string)) ([]Step, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", Namespace, err)
+	}
+	var steps []Step
+	registered := 0
+	for i, nodes := range cfg.Steps {
+		progress(fmt.Sprintf("registering nodes %d to %d", registered+1, nodes))
+		if err := leaseflood.RegisterNodes(ctx, client, registered, nodes, cfg.Workers); err != nil {
+			return steps, err
+		}
+		registered = nodes
+		s, err := schedule(ctx, cfg, client, scheduler, i)
+		s.Nodes = nodes
+		if err != nil {
+			return steps, fmt.Errorf("%d nodes: %w", nodes, err)
+		}
+		progress(s.Line())
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// schedule creates cfg.Pods pods (named for step) and waits until all are
+// bound, reading the scheduler's CPU around it.
+func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, scheduler, step int) (Step, error) {
+	pods := client.CoreV1().Pods(Namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return Step{}, err
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return Step{}, err
+	}
+	defer w.Stop()
+	prefix := fmt.Sprintf("step%d-", step)
+	before, err := proc.ReadUsage(scheduler)
+	if err != nil {
+		return Step{}, fmt.Errorf("the scheduler's CPU: %w", err)
+	}
+	start := time.Now()
+	var created time.Duration
+	createErr := make(chan error, 1)
+	go func() {
+		err := inParallel(cfg.Pods, cfg.Workers, func(k int) error {
+			_, err := pods.Create(ctx, NewPod(fmt.Sprintf("%s%05d", prefix, k)), metav1.CreateOptions{})
+			return err
+		})
+		created = time.Since(start)
+		createErr <- err
+	}()
+	bound, last, err := waitBound(ctx, w, prefix, cfg.Pods)
+	if err := errors.Join(err, <-createErr); err != nil {
+		return Step{}, err
+	}
+	after, err := proc.ReadUsage(scheduler)
+	if err != nil {
+		return Step{}, fmt.Errorf("the scheduler's CPU: %w", err)
+	}
+	return Step{Pods: bound, Created: created, Bound: last.Sub(start), SchedulerCPU: after.Sub(before).CPU}, nil
+}
+
+// waitBound follows the pods' watch until want pods named prefix* have a
+// node, returning how many and when the last was seen bound.
+func waitBound(ctx context.Context, w watch.Interface, prefix string, want int) (int, time.Time, error) {
+	bound := map[string]bool{}
+	var last time.Time
+	timeout := time.After(BindTimeout)
+	for len(bound) < want {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return len(bound), last, fmt.Errorf("the pods' watch ended with %d of %d bound", len(bound), want)
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || !strings.HasPrefix(pod.Name, prefix) || pod.Spec.NodeName == "" || bound[pod.Name] {
+				continue
+			}
+			bound[pod.Name], last = true, time.Now()
+		case <-timeout:
+			return len(bound), last, fmt.Errorf("%d of %d pods bound after %s", len(bound), want, BindTimeout)
+		case <-ctx.Done():
+			return len(bound), last, ctx.Err()
+		}
+	}
+	return len(bound), last, nil
+}
+
+// NewPod is a pod the scheduler places anywhere: small requests, and a
+// toleration of every taint.
+func NewPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: map[string]string{"k1m.dev/bench": "schedule"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		},
+	}
+}
+
+// inParallel runs fn(0..n-1) on workers goroutines; the first error wins.
+func inParallel(n, workers int, fn func(int) error) error {
+	next := make(chan int)
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				if err := fn(k); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for k := range n {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// Result is the scenario's steps, each build's fresh server per round.
+type Result struct {
+	Config Config
+	Steps  []Step
+}
+
+// CSVHeader and CSVRows are the steps as raw data (schedule.csv).
+func (r *Result) CSVHeader() []string {
+	return []string{"flavour", "round", "nodes", "pods", "bound_s", "pods_per_s", "created_per_s", "scheduler_cpu_us_per_pod"}
+}
+
+func (r *Result) CSVRows() [][]string {
+	var rows [][]string
+	for _, s := range r.Steps {
+		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Pods), stats.CSVFloat(s.Bound.Seconds()),
+			stats.CSVFloat(s.PodsPerSecond()), stats.CSVFloat(s.CreatedPerSecond()), stats.CSVFloat(s.CPUPerPod())})
+	}
+	return rows
+}
+
+// Markdown is the summary's section: per node count, each build's median
+// pods/s and CPU per pod, and the ratios k1m/stock.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Scheduler: %d pods at each node count, created %d at a time (median of rounds)\n\n", r.Config.Pods, r.Config.Workers)
+	b.WriteString("Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n")
+	b.WriteString("| nodes | build | pods/s | created/s | scheduler CPU-µs per pod |\n|---:|---|---:|---:|---:|\n")
+	nodes := map[int]bool{}
+	var counts []int
+	for _, s := range r.Steps {
+		if !nodes[s.Nodes] {
+			nodes[s.Nodes] = true
+			counts = append(counts, s.Nodes)
+		}
+	}
+	sort.Ints(counts)
+	median := func(n int, flavour string, f func(Step) float64) float64 {
+		var v []float64
+		for _, s := range r.Steps {
+			if s.Nodes == n && s.Flavour == flavour {
+				v = append(v, f(s))
+			}
+		}
+		return stats.Median(v)
+	}
+	for _, n := range counts {
+		for _, flavour := range []string{"stock", "k1m"} {
+			rate := median(n, flavour, Step.PodsPerSecond)
+			if rate == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.0f |\n", n, flavour, rate, median(n, flavour, Step.CreatedPerSecond), median(n, flavour, Step.CPUPerPod))
+		}
+	}
+	b.WriteString("\n")
+	for _, n := range counts {
+		k, s := median(n, "k1m", Step.PodsPerSecond), median(n, "stock", Step.PodsPerSecond)
+		if k > 0 && s > 0 {
+			fmt.Fprintf(&b, "%d nodes, k1m / stock: pods/s x%.2f, CPU per pod x%.2f.\n", n, stats.Ratio(k, s),
+				stats.Ratio(median(n, "k1m", Step.CPUPerPod), median(n, "stock", Step.CPUPerPod)))
+		}
+	}
+	return b.String()
+}

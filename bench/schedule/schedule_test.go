@@ -1,0 +1,63 @@
+package schedule
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestValidateNamesEachFlag(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Steps: []int{1000, 5000}, Pods: 1, Workers: 1}, "<nil>"},
+		{Config{Steps: []int{1000, 1000}, Pods: 1, Workers: 1}, "--schedule-nodes 1000,1000: want ascending positive node counts, e.g. 1000,5000"},
+		{Config{Steps: []int{0}, Pods: 0, Workers: 0}, "--schedule-nodes 0: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
+		{Config{Pods: 1, Workers: 1}, "--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"},
+	} {
+		if got := fmt.Sprint(c.cfg.Validate()); got != c.want {
+			t.Errorf("Validate(%+v) = %s, want %s", c.cfg, got, c.want)
+		}
+	}
+}
+
+// A pod tolerates every taint: the lease-less nodes are tainted
+// not-ready once the node lifecycle controller's grace period is over.
+func TestNewPodToleratesEveryTaint(t *testing.T) {
+	p := NewPod("step0-00001")
+	if want := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}; !reflect.DeepEqual(p.Spec.Tolerations, want) {
+		t.Errorf("tolerations %+v, want %+v", p.Spec.Tolerations, want)
+	}
+	for _, taint := range []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, {Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}} {
+		if !p.Spec.Tolerations[0].ToleratesTaint(&taint) {
+			t.Errorf("the pod does not tolerate %v", taint)
+		}
+	}
+}
+
+func TestReportRowsAndSummary(t *testing.T) {
+	r := &Result{Config: Config{Steps: []int{1000}, Pods: 2000, Workers: 50}, Steps: []Step{
+		{Flavour: "stock", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 40 * time.Second, SchedulerCPU: 4 * time.Second},
+		{Flavour: "k1m", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 10 * time.Second, SchedulerCPU: 3 * time.Second},
+	}}
+	wantRows := [][]string{
+		{"stock", "1", "1000", "2000", "40", "50", "400", "2000"},
+		{"k1m", "1", "1000", "2000", "10", "200", "400", "1500"},
+	}
+	if got := r.CSVRows(); !reflect.DeepEqual(got, wantRows) {
+		t.Errorf("CSVRows = %q, want %q", got, wantRows)
+	}
+	want := "\n## Scheduler: 2000 pods at each node count, created 50 at a time (median of rounds)\n\n" +
+		"Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n" +
+		"| nodes | build | pods/s | created/s | scheduler CPU-µs per pod |\n|---:|---|---:|---:|---:|\n" +
+		"| 1000 | stock | 50.0 | 400.0 | 2000 |\n" +
+		"| 1000 | k1m | 200.0 | 400.0 | 1500 |\n\n" +
+		"1000 nodes, k1m / stock: pods/s x4.00, CPU per pod x0.75.\n"
+	if got := r.Markdown(); got != want {
+		t.Errorf("Markdown =\n%s\nwant\n%s", got, want)
+	}
+}
