@@ -15,8 +15,8 @@ import (
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
-	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/scaleout"
+	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/watchcache"
 	"k1m.dev/k1m/pkg/config"
 )

@@ -34,6 +34,7 @@ func main() {
 		{"nodes.csv", nodePlots},
 		{"watchcache.csv", watchCachePlot},
 		{"joins.csv", joinsPlots},
+		{"schedule.csv", schedulePlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -116,10 +117,15 @@ func bars(dir, file, title, ylabel string, names []string, values []float64) err
 // barChart is one bar chart of a CSV column's medians per key.
 type barChart struct{ col, file, title, unit string }
 
+// column is a row's value in column name, as a bar's key.
+func column(name string) func(map[string]string) string {
+	return func(r map[string]string) string { return r[name] }
+}
+
 // medianBars draws each chart of rows, one bar per key (median of rounds).
-func medianBars(dir string, rows []map[string]string, key string, charts ...barChart) error {
+func medianBars(dir string, rows []map[string]string, key func(map[string]string) string, charts ...barChart) error {
 	for _, c := range charts {
-		names, vals := medians(rows, func(r map[string]string) string { return r[key] }, c.col)
+		names, vals := medians(rows, key, c.col)
 		if err := bars(dir, c.file, c.title, c.unit, names, vals); err != nil {
 			return err
 		}
@@ -128,7 +134,7 @@ func medianBars(dir string, rows []map[string]string, key string, charts ...barC
 }
 
 func leasePlots(dir string, rows []map[string]string) error {
-	return medianBars(dir, rows, "variant",
+	return medianBars(dir, rows, column("variant"),
 		barChart{"updates_per_s", "lease-flood-rate.png", "Lease flood through kube-apiserver: throughput", "Lease updates/s"},
 		barChart{"p99_ms", "lease-flood-p99.png", "Lease flood: p99 update latency", "ms"},
 		barChart{"apiserver_cpu_us_per_update", "lease-flood-cpu.png", "Lease flood: kube-apiserver CPU per update", "CPU-us/update"})
@@ -137,9 +143,18 @@ func leasePlots(dir string, rows []map[string]string) error {
 // joinsPlots draws the joins scenario: joins/s and p99 time to the
 // certificate, per build.
 func joinsPlots(dir string, rows []map[string]string) error {
-	return medianBars(dir, rows, "flavour",
+	return medianBars(dir, rows, column("flavour"),
 		barChart{"joins_per_s", "joins-rate.png", "Simulated joins: certificates issued per second", "joins/s"},
 		barChart{"p99_ms", "joins-p99.png", "Simulated joins: p99 from request to certificate", "ms"})
+}
+
+// schedulePlots draws the schedule scenario: pods bound per second and
+// the scheduler's CPU per pod, per build and node count.
+func schedulePlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["flavour"] + " " + r["nodes"] }
+	return medianBars(dir, rows, key,
+		barChart{"pods_per_s", "schedule-rate.png", "Scheduler: pods bound per second (build, nodes)", "pods/s"},
+		barChart{"scheduler_cpu_us_per_pod", "schedule-cpu.png", "Scheduler: CPU per pod (build, nodes)", "CPU-us/pod"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
