@@ -142,15 +142,6 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, scheduler
 // bound, reading the scheduler's CPU around it.
 func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, scheduler, step int) (Step, error) {
 	pods := client.CoreV1().Pods(Namespace)
-	list, err := pods.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return Step{}, err
-	}
-	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return Step{}, err
-	}
-	defer w.Stop()
 	prefix := fmt.Sprintf("step%d-", step)
 	before, err := proc.ReadUsage(scheduler)
 	if err != nil {
@@ -167,7 +158,8 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 		created = time.Since(start)
 		createErr <- err
 	}()
-	bound, last, err := waitBound(ctx, w, prefix, cfg.Pods)
+	b := &binds{prefix: prefix, seen: map[string]bool{}}
+	err = b.wait(ctx, pods, cfg.Pods)
 	if err := errors.Join(err, <-createErr); err != nil {
 		return Step{}, err
 	}
@@ -175,33 +167,77 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 	if err != nil {
 		return Step{}, fmt.Errorf("the scheduler's CPU: %w", err)
 	}
-	return Step{Pods: bound, Created: created, Bound: last.Sub(start), SchedulerCPU: after.Sub(before).CPU}, nil
+	return Step{Pods: len(b.seen), Created: created, Bound: b.last.Sub(start), SchedulerCPU: after.Sub(before).CPU}, nil
 }
 
-// waitBound follows the pods' watch until want pods named prefix* have a
-// node, returning how many and when the last was seen bound.
-func waitBound(ctx context.Context, w watch.Interface, prefix string, want int) (int, time.Time, error) {
-	bound := map[string]bool{}
-	var last time.Time
-	timeout := time.After(BindTimeout)
-	for len(bound) < want {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return len(bound), last, fmt.Errorf("the pods' watch ended with %d of %d bound", len(bound), want)
-			}
-			pod, isPod := ev.Object.(*corev1.Pod)
-			if !isPod || !strings.HasPrefix(pod.Name, prefix) || pod.Spec.NodeName == "" || bound[pod.Name] {
-				continue
-			}
-			bound[pod.Name], last = true, time.Now()
-		case <-timeout:
-			return len(bound), last, fmt.Errorf("%d of %d pods bound after %s", len(bound), want, BindTimeout)
-		case <-ctx.Done():
-			return len(bound), last, ctx.Err()
+// binds records the pods named prefix* seen bound, and when the last was.
+type binds struct {
+	prefix string
+	seen   map[string]bool
+	last   time.Time
+}
+
+func (b *binds) see(pod *corev1.Pod) {
+	if strings.HasPrefix(pod.Name, b.prefix) && pod.Spec.NodeName != "" && !b.seen[pod.Name] {
+		b.seen[pod.Name], b.last = true, time.Now()
+	}
+}
+
+// wait lists and watches the pods until want are bound, listing and
+// watching again when a watch ends (a watch may be closed by the server
+// at any time).
+func (b *binds) wait(ctx context.Context, pods podsClient, want int) error {
+	deadline := time.Now().Add(BindTimeout)
+	for len(b.seen) < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d pods bound after %s", len(b.seen), want, BindTimeout)
+		}
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			b.see(&list.Items[i])
+		}
+		w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return err
+		}
+		err = b.follow(ctx, w, want, deadline)
+		w.Stop()
+		if err != nil {
+			return err
 		}
 	}
-	return len(bound), last, nil
+	return nil
+}
+
+// follow reads w until want pods are bound, w ends (nil: list again) or
+// the deadline passes (nil too: wait says how many).
+func (b *binds) follow(ctx context.Context, w watch.Interface, want int, deadline time.Time) error {
+	timeout := time.After(time.Until(deadline))
+	for len(b.seen) < want {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return nil
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
+				b.see(pod)
+			}
+		case <-timeout:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// podsClient is what binds reads of the pods.
+type podsClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // NewPod is a pod the scheduler places anywhere: small requests, and a

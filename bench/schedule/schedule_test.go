@@ -1,12 +1,15 @@
 package schedule
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 func TestValidateNamesEachFlag(t *testing.T) {
@@ -59,5 +62,51 @@ func TestReportRowsAndSummary(t *testing.T) {
 		"1000 nodes, k1m / stock: pods/s x4.00, CPU per pod x0.75.\n"
 	if got := r.Markdown(); got != want {
 		t.Errorf("Markdown =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// fakePods lists lists[i] at the i-th List and watches with events, then
+// ends the watch, as a server may at any time.
+type fakePods struct {
+	lists  [][]corev1.Pod
+	events []*corev1.Pod
+	calls  int
+}
+
+func (f *fakePods) List(context.Context, metav1.ListOptions) (*corev1.PodList, error) {
+	l := f.lists[min(f.calls, len(f.lists)-1)]
+	f.calls++
+	return &corev1.PodList{Items: l}, nil
+}
+
+func (f *fakePods) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	w := watch.NewFake()
+	go func() {
+		for _, p := range f.events {
+			w.Modify(p)
+		}
+		w.Stop()
+	}()
+	return w, nil
+}
+
+func pod(name, node string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+}
+
+// A watch that ends before every pod is bound is listed and watched
+// again; pods of another step and pods not bound do not count.
+func TestBindsSurviveAnEndedWatch(t *testing.T) {
+	bound := pod("step1-00001", "node-1")
+	f := &fakePods{
+		lists:  [][]corev1.Pod{{pod("step1-00000", ""), pod("step0-00000", "node-1")}, {pod("step1-00000", "node-2"), bound}},
+		events: []*corev1.Pod{&bound},
+	}
+	b := &binds{prefix: "step1-", seen: map[string]bool{}}
+	if err := b.wait(context.Background(), f, 2); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"step1-00000": true, "step1-00001": true}; !reflect.DeepEqual(b.seen, want) || f.calls != 2 {
+		t.Errorf("seen %v after %d lists, want %v after 2", b.seen, f.calls, want)
 	}
 }
