@@ -37,6 +37,9 @@ const DefaultClusterCIDR = "fddf:4035:b500::/48"
 // default (20 requests a second), as kubeadm does.
 const ControllerManagerQPS = 0
 
+// SchedulerQPS: 0 leaves kube-scheduler at client-go's default (50).
+const SchedulerQPS = 0
+
 // MaxNodeMaskBits is upstream node IPAM's limit between cluster CIDR and
 // node mask.
 const MaxNodeMaskBits = 16

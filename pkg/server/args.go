@@ -138,7 +138,7 @@ func clientRateArgs(qps int) []string {
 }
 
 func schedulerArgs(kubeconfig string, leaderElect bool) []string {
-	return localControllerArgs(kubeconfig, leaderElect)
+	return append(localControllerArgs(kubeconfig, leaderElect), clientRateArgs(flavor.SchedulerQPS)...)
 }
 
 // apiURL is the https URL of kube-apiserver at host.

@@ -226,10 +226,11 @@ func TestControllerArgs(t *testing.T) {
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 	))
-	equalArgs(t, "kube-scheduler", schedulerArgs("/k", false), local)
+	rate := []string{"--kube-api-qps=500", "--kube-api-burst=1000"}
+	equalArgs(t, "kube-scheduler", schedulerArgs("/k", false), append(slices.Clone(local), rate...))
 	// One of several servers: exactly one active of each, by leader election.
 	elected := slices.Clone(local)
 	elected[4] = "--leader-elect=true"
-	equalArgs(t, "kube-scheduler of one of several servers", schedulerArgs("/k", true), elected)
+	equalArgs(t, "kube-scheduler of one of several servers", schedulerArgs("/k", true), append(slices.Clone(elected), rate...))
 	equalArgs(t, "kube-controller-manager of one of several servers", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts(), true)[:len(local)], elected)
 }
