@@ -14,12 +14,26 @@ import (
 	"k1m.dev/k1m/pkg/pki"
 )
 
-// runJoins brings up one fresh `k1m server` of each build per round,
-// alternating the order (one local cluster at a time), and joins
-// o.Joins.Joins simulated nodes to it with its join token. Each trial is
-// written as soon as it is in.
+// runJoins joins o.Joins.Joins simulated nodes to one fresh `k1m server`
+// of each build per round with its join token. Each trial is written as
+// soon as it is in.
 func runJoins(ctx context.Context, o Options, rep *Report) error {
 	rep.Joins = &joins.Result{Config: o.Joins}
+	return eachFreshServer(ctx, o, "joins", func(c *scaleout.Cluster, flavour string, round int) error {
+		t, err := joinTrial(ctx, o, c, flavour, round)
+		if err != nil {
+			return err
+		}
+		rep.Joins.Trials = append(rep.Joins.Trials, t)
+		return rep.writeData()
+	})
+}
+
+// eachFreshServer brings up one fresh `k1m server` of each build per
+// round, alternating the order (a machine holds one local cluster at a
+// time; logs under the results' runs/SCENARIO-BUILD-ROUND), and runs fn
+// on it; the cluster is taken down whatever fn returned.
+func eachFreshServer(ctx context.Context, o Options, scenario string, fn func(c *scaleout.Cluster, flavour string, round int) error) error {
 	runsDir := filepath.Join(o.Results, "runs")
 	for round := 1; round <= o.Rounds; round++ {
 		order := slices.Clone(deployed.Flavours)
@@ -27,20 +41,13 @@ func runJoins(ctx context.Context, o Options, rep *Report) error {
 			slices.Reverse(order)
 		}
 		for _, flavour := range order {
-			clusterDir := filepath.Join(runsDir, fmt.Sprintf("joins-%s-%d", flavour, round))
-			fmt.Fprintf(o.Progress, "joins, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, o.Rounds, flavour, clusterDir)
-			shape := scaleout.Shape{Name: "joins-" + flavour, Servers: 1, K1M: o.Deployed.Binary(flavour)}
+			clusterDir := filepath.Join(runsDir, fmt.Sprintf("%s-%s-%d", scenario, flavour, round))
+			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", scenario, round, o.Rounds, flavour, clusterDir)
+			shape := scaleout.Shape{Name: scenario + "-" + flavour, Servers: 1, K1M: o.Deployed.Binary(flavour)}
 			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
-			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error {
-				t, err := joinTrial(ctx, o, c, flavour, round)
-				if err != nil {
-					return err
-				}
-				rep.Joins.Trials = append(rep.Joins.Trials, t)
-				return rep.writeData()
-			})
+			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error { return fn(c, flavour, round) })
 			if err != nil {
-				return fmt.Errorf("joins, %s, round %d: %w", flavour, round, err)
+				return fmt.Errorf("%s, %s, round %d: %w", scenario, flavour, round, err)
 			}
 		}
 	}

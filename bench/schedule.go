@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
-	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
@@ -21,31 +18,14 @@ import (
 // in both builds (a child process `k1m kube-scheduler`).
 const schedulerProcess = "k1m kube-scheduler"
 
-// runSchedule brings up one fresh `k1m server` of each build per round,
-// alternating the order, and measures its scheduler at each node count.
-// Each round's steps are written as soon as they are in.
+// runSchedule measures the scheduler of one fresh `k1m server` of each
+// build per round at each node count. Each round's steps are written as
+// soon as they are in.
 func runSchedule(ctx context.Context, o Options, rep *Report) error {
 	rep.Schedule = &schedule.Result{Config: o.Schedule}
-	runsDir := filepath.Join(o.Results, "runs")
-	for round := 1; round <= o.Rounds; round++ {
-		order := slices.Clone(deployed.Flavours)
-		if round%2 == 0 {
-			slices.Reverse(order)
-		}
-		for _, flavour := range order {
-			clusterDir := filepath.Join(runsDir, fmt.Sprintf("schedule-%s-%d", flavour, round))
-			fmt.Fprintf(o.Progress, "schedule, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", round, o.Rounds, flavour, clusterDir)
-			shape := scaleout.Shape{Name: "schedule-" + flavour, Servers: 1, K1M: o.Deployed.Binary(flavour)}
-			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
-			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error {
-				return scheduleRound(ctx, o, c, flavour, round, rep)
-			})
-			if err != nil {
-				return fmt.Errorf("schedule, %s, round %d: %w", flavour, round, err)
-			}
-		}
-	}
-	return nil
+	return eachFreshServer(ctx, o, "schedule", func(c *scaleout.Cluster, flavour string, round int) error {
+		return scheduleRound(ctx, o, c, flavour, round, rep)
+	})
 }
 
 func scheduleRound(ctx context.Context, o Options, c *scaleout.Cluster, flavour string, round int, rep *Report) error {
