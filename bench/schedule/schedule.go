@@ -199,6 +199,9 @@ func (b *binds) wait(ctx context.Context, pods podsClient, want int) error {
 		for i := range list.Items {
 			b.see(&list.Items[i])
 		}
+		if len(b.seen) >= want {
+			return nil
+		}
 		w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 		if err != nil {
 			return err

@@ -80,13 +80,13 @@ func (f *fakePods) List(context.Context, metav1.ListOptions) (*corev1.PodList, e
 }
 
 func (f *fakePods) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	w := watch.NewFake()
-	go func() {
-		for _, p := range f.events {
-			w.Modify(p)
-		}
-		w.Stop()
-	}()
+	// Buffered and stopped at once: the reader gets the events, then the
+	// end, and nothing is sent after it stopped reading.
+	w := watch.NewFakeWithChanSize(len(f.events), false)
+	for _, p := range f.events {
+		w.Modify(p)
+	}
+	w.Stop()
 	return w, nil
 }
 
