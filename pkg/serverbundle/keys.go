@@ -3,11 +3,8 @@ package serverbundle
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"k1m.dev/k1m/pkg/secretsenc"
 )
@@ -30,47 +27,22 @@ const keysSealVersion = 1
 // sealed by the servers of another cluster.
 var ErrWrongCA = errors.New("this server's cluster CA key (DATA-DIR/tls/ca.key) does not open the cluster's Secrets encryption keys")
 
+// keysForm is the sealed key set's form.
+var keysForm = sealedForm{what: "the cluster's Secrets encryption keys", plural: true, version: keysSealVersion, additional: []byte(keysAdditionalData), wrongKey: ErrWrongCA}
+
 // SealKeys encrypts the key set for the holders of the cluster CA's key.
 func SealKeys(set secretsenc.KeySet, caKeyPEM []byte) ([]byte, error) {
 	if err := set.Check(); err != nil {
 		return nil, err
 	}
-	plain, err := json.Marshal(set)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := keysAEAD(caKeyPEM)
-	if err != nil {
-		return nil, err
-	}
-	s := sealed{Version: keysSealVersion, Nonce: make([]byte, aead.NonceSize())}
-	if _, err := rand.Read(s.Nonce); err != nil {
-		return nil, err
-	}
-	s.Data = aead.Seal(nil, s.Nonce, plain, []byte(keysAdditionalData))
-	return json.Marshal(s)
+	return keysForm.seal(set, func() (cipher.AEAD, error) { return keysAEAD(caKeyPEM) })
 }
 
 // OpenKeys decrypts what SealKeys made with caKeyPEM.
 func OpenKeys(data, caKeyPEM []byte) (secretsenc.KeySet, error) {
-	var s sealed
-	if err := json.Unmarshal(data, &s); err != nil || s.Version != keysSealVersion {
-		return secretsenc.KeySet{}, fmt.Errorf("the cluster's Secrets encryption keys are not k1m's sealed form (version %d)", keysSealVersion)
-	}
-	aead, err := keysAEAD(caKeyPEM)
-	if err != nil {
-		return secretsenc.KeySet{}, err
-	}
-	if len(s.Nonce) != aead.NonceSize() {
-		return secretsenc.KeySet{}, fmt.Errorf("the cluster's Secrets encryption keys have a %d-byte nonce, want %d", len(s.Nonce), aead.NonceSize())
-	}
-	plain, err := aead.Open(nil, s.Nonce, s.Data, []byte(keysAdditionalData))
-	if err != nil {
-		return secretsenc.KeySet{}, ErrWrongCA
-	}
 	var set secretsenc.KeySet
-	if err := json.Unmarshal(plain, &set); err != nil {
-		return secretsenc.KeySet{}, fmt.Errorf("the cluster's Secrets encryption keys: %w", err)
+	if err := keysForm.open(data, func() (cipher.AEAD, error) { return keysAEAD(caKeyPEM) }, &set); err != nil {
+		return secretsenc.KeySet{}, err
 	}
 	return set, set.Check()
 }

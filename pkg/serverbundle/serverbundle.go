@@ -11,10 +11,8 @@ package serverbundle
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -115,15 +113,6 @@ func (b Bundle) names() []string {
 	return names
 }
 
-// sealed is a Bundle encrypted with AES-256-GCM under a key derived from
-// the seal of the server token (pki.Token.Seal: 256 random bits that are
-// never stored in the cluster).
-type sealed struct {
-	Version int    `json:"version"`
-	Nonce   []byte `json:"nonce"`
-	Data    []byte `json:"data"`
-}
-
 // sealVersion 2: sealed with the server token's seal. Version 1 was sealed
 // with the join token's secret, which the cluster stores (its
 // bootstrap-token Secret): whoever read kube-system's Secrets could open
@@ -140,48 +129,26 @@ func SealID(seal string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// bundleForm is the sealed bundle's form, bound to its seal's ID, so
+// that an entry cannot be moved under another ID.
+func bundleForm(seal string) sealedForm {
+	return sealedForm{what: "the cluster's server bundle", version: sealVersion, additional: additionalData(seal), wrongKey: ErrWrongToken}
+}
+
 // Seal encrypts b for the holders of seal; the seal's ID is bound into the
 // ciphertext, so that an entry cannot be moved under another ID.
 func Seal(b Bundle, seal string) ([]byte, error) {
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	plain, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := newAEAD(seal)
-	if err != nil {
-		return nil, err
-	}
-	s := sealed{Version: sealVersion, Nonce: make([]byte, aead.NonceSize())}
-	if _, err := rand.Read(s.Nonce); err != nil {
-		return nil, err
-	}
-	s.Data = aead.Seal(nil, s.Nonce, plain, additionalData(seal))
-	return json.Marshal(s)
+	return bundleForm(seal).seal(b, func() (cipher.AEAD, error) { return newAEAD(seal) })
 }
 
 // Open decrypts what Seal made with seal.
 func Open(data []byte, seal string) (Bundle, error) {
-	var s sealed
-	if err := json.Unmarshal(data, &s); err != nil || s.Version != sealVersion {
-		return Bundle{}, fmt.Errorf("the cluster's server bundle is not k1m's sealed form (version %d)", sealVersion)
-	}
-	aead, err := newAEAD(seal)
-	if err != nil {
-		return Bundle{}, err
-	}
-	if len(s.Nonce) != aead.NonceSize() {
-		return Bundle{}, fmt.Errorf("the cluster's server bundle has a %d-byte nonce, want %d", len(s.Nonce), aead.NonceSize())
-	}
-	plain, err := aead.Open(nil, s.Nonce, s.Data, additionalData(seal))
-	if err != nil {
-		return Bundle{}, ErrWrongToken
-	}
 	var b Bundle
-	if err := json.Unmarshal(plain, &b); err != nil {
-		return Bundle{}, fmt.Errorf("the cluster's server bundle: %w", err)
+	if err := bundleForm(seal).open(data, func() (cipher.AEAD, error) { return newAEAD(seal) }, &b); err != nil {
+		return Bundle{}, err
 	}
 	return b, b.check()
 }
