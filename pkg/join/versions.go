@@ -43,12 +43,24 @@ func withServerVersions(data map[string]string, versions map[string]string) {
 // ReadServerVersions reads the servers' releases from k1m-cluster (none
 // when it does not exist yet: the cluster's first start).
 func ReadServerVersions(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
+	data, err := ReadPublished(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	return ServerVersions(data), nil
+}
+
+// ReadPublished reads k1m-cluster's data as the servers published it
+// (nil when it does not exist yet: the cluster's first start), for a
+// server that checks it before publishing again: one read for all it
+// checks.
+func ReadPublished(ctx context.Context, client kubernetes.Interface) (map[string]string, error) {
 	cm, err := client.CoreV1().ConfigMaps(PublicNamespace).Get(ctx, SettingsName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return map[string]string{}, nil
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s/%s: %w", PublicNamespace, SettingsName, err)
 	}
-	return ServerVersions(cm.Data), nil
+	return cm.Data, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -101,16 +100,12 @@ func nodeList(names []string) string {
 // what the cluster runs and refuses a change nodes cannot absorb, before
 // anything is written. On a change it returns the spread of the agents'
 // restarts (restartSpread of the cluster's nodes); else the spread
-// published already.
-func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interface) (time.Duration, error) {
-	cm, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+// published already. data is k1m-cluster's (nil: a new cluster).
+func (s *Server) phaseLeaseChange(ctx context.Context, client kubernetes.Interface, data map[string]string) (time.Duration, error) {
+	if data == nil {
 		return 0, nil // a new cluster
 	}
-	if err != nil {
-		return 0, fmt.Errorf("reading the published lease profile: %w", err)
-	}
-	published, err := join.SettingsFromData(cm.Data)
+	published, err := join.SettingsFromData(data)
 	if err != nil {
 		return 0, err
 	}

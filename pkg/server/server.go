@@ -477,16 +477,16 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	dns := s.cfg.DNSServiceIP
 	settings := join.Settings{RenewInterval: s.cfg.Lease.RenewInterval, LeaseDurationSeconds: s.cfg.Lease.LeaseDurationSeconds(),
 		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
-	spread, err := s.phaseLeaseChange(ctx, client)
+	published, err := join.ReadPublished(ctx, client)
+	if err != nil {
+		return err
+	}
+	spread, err := s.phaseLeaseChange(ctx, client, published)
 	if err != nil {
 		return err
 	}
 	settings.RestartSpread = spread
-	servers, err := join.ReadServerVersions(ctx, client)
-	if err != nil {
-		return err
-	}
-	if err := s.checkRelease(servers); err != nil {
+	if err := s.checkRelease(join.ServerVersions(published)); err != nil {
 		return err
 	}
 	if err := join.Publish(ctx, client, c.cluster.CertPEM, apiURL(s.advertise, s.cfg.HTTPSPort), version.Mine(), settings); err != nil {

@@ -2,7 +2,8 @@ package version
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/component-base/version"
@@ -72,11 +73,4 @@ func minorDistance(a, b *utilversion.Version) int {
 	return int(a.Minor()) - int(b.Minor())
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
