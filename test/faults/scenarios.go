@@ -42,6 +42,10 @@ const (
 	diskLeft = 256 << 20
 )
 
+// nodeReadyTimeout bounds the wait for a restarted node to be Ready
+// through every server.
+const nodeReadyTimeout = 2 * time.Minute
+
 // diskServer is the server whose durable etcd lives on a tmpfs of its
 // own (Options.EtcdDisk) for the disk-full scenario.
 const diskServer = 3
@@ -204,7 +208,7 @@ func rolling(ctx context.Context, f *Fixture) error {
 		if err := f.Start(ctx, i); err != nil {
 			return err
 		}
-		if err := f.waitNodeReady(ctx, f.ServerNode(i), 2*time.Minute); err != nil {
+		if err := f.waitNodeReady(ctx, f.ServerNode(i), nodeReadyTimeout); err != nil {
 			return err
 		}
 	}

@@ -8,15 +8,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"time"
 
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/test/localcluster"
 )
-
-// nodeReadyTimeout bounds the wait for a restarted node to be Ready
-// through every server.
-const nodeReadyTimeout = 2 * time.Minute
 
 // upgrade is docs/operations.md's rolling upgrade: the cluster runs the
 // earlier release (Options.FromK1M); each server in turn is stopped and
@@ -28,16 +23,9 @@ func upgrade(ctx context.Context, f *Fixture) error {
 		return fmt.Errorf("the upgrade scenario needs the cluster started from an earlier release (UPGRADE_FROM; make upgrade-test builds it)")
 	}
 	f.H.UseK1M(f.opts.K1M)
-	for i := 1; i <= Servers; i++ {
-		if err := f.Stop(ctx, i); err != nil {
-			return err
-		}
-		if err := f.Start(ctx, i); err != nil {
-			return err
-		}
-		if err := f.waitNodeReady(ctx, f.ServerNode(i), nodeReadyTimeout); err != nil {
-			return err
-		}
+	// The servers one at a time, as the rolling scenario restarts them.
+	if err := rolling(ctx, f); err != nil {
+		return err
 	}
 	for a := 1; a <= Nodes-Servers; a++ {
 		f.logf("restart agent %d", a)
