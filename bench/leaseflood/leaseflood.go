@@ -443,7 +443,7 @@ func createLeases(ctx context.Context, cfg *rest.Config, c Config) ([]*coordinat
 		return nil, err
 	}
 	leases := make([]*coordinationv1.Lease, c.Leases)
-	err = inParallel(c.Leases, c.Workers, func(i int) error {
+	err = InParallel(c.Leases, c.Workers, func(i int) error {
 		l, err := createLease(ctx, client, ObjectName(i))
 		leases[i] = l
 		return err
@@ -457,9 +457,9 @@ func createLeases(ctx context.Context, cfg *rest.Config, c Config) ([]*coordinat
 // ObjectName is the name of the i-th Lease or Node of a flood.
 func ObjectName(i int) string { return fmt.Sprintf("node-%07d", i) }
 
-// inParallel calls do for 0 to n-1 from workers goroutines and returns the
+// InParallel calls do for 0 to n-1 from workers goroutines and returns the
 // first error; after one, no goroutine takes another index.
-func inParallel(n, workers int, do func(i int) error) error {
+func InParallel(n, workers int, do func(i int) error) error {
 	errs := make(chan error, workers)
 	var next atomic.Int64
 	var failed atomic.Bool

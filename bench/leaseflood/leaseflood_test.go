@@ -99,14 +99,14 @@ func TestValidateObject(t *testing.T) {
 func TestInParallelDoesEachIndexOnceAndStopsAtAnError(t *testing.T) {
 	var mu sync.Mutex
 	done := map[int]int{}
-	err := inParallel(100, 8, func(i int) error {
+	err := InParallel(100, 8, func(i int) error {
 		mu.Lock()
 		done[i]++
 		mu.Unlock()
 		return nil
 	})
 	if err != nil || len(done) != 100 {
-		t.Fatalf("inParallel = %v with %d indexes done, want nil and 100", err, len(done))
+		t.Fatalf("InParallel = %v with %d indexes done, want nil and 100", err, len(done))
 	}
 	for i, n := range done {
 		if n != 1 {
@@ -115,7 +115,7 @@ func TestInParallelDoesEachIndexOnceAndStopsAtAnError(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	var calls atomic.Int64
-	err = inParallel(1000, 1, func(i int) error {
+	err = InParallel(1000, 1, func(i int) error {
 		calls.Add(1)
 		if i == 3 {
 			return boom
@@ -123,6 +123,6 @@ func TestInParallelDoesEachIndexOnceAndStopsAtAnError(t *testing.T) {
 		return nil
 	})
 	if !errors.Is(err, boom) || calls.Load() != 4 {
-		t.Errorf("inParallel = %v after %d calls, want boom after 4", err, calls.Load())
+		t.Errorf("InParallel = %v after %d calls, want boom after 4", err, calls.Load())
 	}
 }

@@ -110,7 +110,7 @@ func createNodes(ctx context.Context, cfg *rest.Config, c Config) ([]string, err
 // workers goroutines, status included as a kubelet's Create carries it;
 // a Node that exists already is taken as it is.
 func RegisterNodes(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
-	err := inParallel(to-from, workers, func(k int) error {
+	err := InParallel(to-from, workers, func(k int) error {
 		i := from + k
 		_, err := client.CoreV1().Nodes().Create(ctx, NewNode(ObjectName(i), i, time.Now()), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,7 +150,7 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 	var created time.Duration
 	createErr := make(chan error, 1)
 	go func() {
-		err := inParallel(cfg.Pods, cfg.Workers, func(k int) error {
+		err := leaseflood.InParallel(cfg.Pods, cfg.Workers, func(k int) error {
 			_, err := pods.Create(ctx, NewPod(fmt.Sprintf("%s%05d", prefix, k)), metav1.CreateOptions{})
 			return err
 		})
@@ -255,31 +254,6 @@ func NewPod(name string) *corev1.Pod {
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
 	}
-}
-
-// inParallel runs fn(0..n-1) on workers goroutines; the first error wins.
-func inParallel(n, workers int, fn func(int) error) error {
-	next := make(chan int)
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range next {
-				if err := fn(k); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for k := range n {
-		next <- k
-	}
-	close(next)
-	wg.Wait()
-	return first
 }
 
 // Result is the scenario's steps, each build's fresh server per round.
