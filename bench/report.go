@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
@@ -35,10 +36,11 @@ type Report struct {
 	Etcd              []EtcdRow
 	Nodes             []NodeColumn
 	WatchCache        []watchcache.Result
-	ScaleOut          *scaleout.Result `json:",omitempty"`
-	Deployed          *deployed.Result `json:",omitempty"`
-	Joins             *joins.Result    `json:",omitempty"`
-	Schedule          *schedule.Result `json:",omitempty"`
+	ScaleOut          *scaleout.Result    `json:",omitempty"`
+	Deployed          *deployed.Result    `json:",omitempty"`
+	Joins             *joins.Result       `json:",omitempty"`
+	Schedule          *schedule.Result    `json:",omitempty"`
+	Cluster           *clusterload.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -267,6 +269,15 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Cluster != nil && len(rep.Cluster.Steps) > 0 {
+		rows := append([][]string{rep.Cluster.CSVHeader()}, rep.Cluster.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "cluster.csv"), rows); err != nil {
+			return err
+		}
+		if err := writeCSV(filepath.Join(rep.Dir, "cluster-processes.csv"), rep.Cluster.ProcessCSV()); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -372,6 +383,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Schedule != nil && len(rep.Schedule.Steps) > 0 {
 		b.WriteString(rep.Schedule.Markdown())
+	}
+	if rep.Cluster != nil && len(rep.Cluster.Steps) > 0 {
+		b.WriteString(rep.Cluster.Markdown())
 	}
 	return b.String()
 }

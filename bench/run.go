@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/controlplane"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
@@ -22,11 +23,11 @@ import (
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster")
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
-// deployed, joins and schedule bring up local clusters and are asked for
-// by name.
+// deployed, joins, schedule and cluster bring up local clusters and are
+// asked for by name.
 var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
 // Options of a run.
@@ -62,6 +63,8 @@ type Options struct {
 	Joins joins.Config
 	// Schedule is the schedule scenario's node counts and pods.
 	Schedule schedule.Config
+	// Cluster is the cluster scenario's node counts and load.
+	Cluster clusterload.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string
@@ -99,6 +102,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runJoins(ctx, o, rep)
 		case "schedule":
 			err = runSchedule(ctx, o, rep)
+		case "cluster":
+			err = runCluster(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

@@ -54,30 +54,9 @@ func label(m *dto.Metric, name string) string {
 // MutatingLatency is the cumulative histogram of mutating request
 // latencies (seconds), all resources summed; resource "" means every one.
 func (s Snapshot) MutatingLatency(resource string) []stats.Bucket {
-	f := s["apiserver_request_duration_seconds"]
-	if f == nil {
-		return nil
-	}
-	sums := map[float64]float64{}
-	for _, m := range f.GetMetric() {
-		if !MutatingVerbs[label(m, "verb")] || (resource != "" && label(m, "resource") != resource) {
-			continue
-		}
-		h := m.GetHistogram()
-		hasInf := false
-		for _, b := range h.GetBucket() {
-			sums[b.GetUpperBound()] += float64(b.GetCumulativeCount())
-			hasInf = hasInf || math.IsInf(b.GetUpperBound(), +1)
-		}
-		if !hasInf { // the exposition may leave the +Inf bucket implicit
-			sums[math.Inf(1)] += float64(h.GetSampleCount())
-		}
-	}
-	out := make([]stats.Bucket, 0, len(sums))
-	for le, c := range sums {
-		out = append(out, stats.Bucket{UpperBound: le, Count: c})
-	}
-	return out
+	return s.latencies(func(m *dto.Metric) (Call, bool) {
+		return Call{}, MutatingVerbs[label(m, "verb")] && (resource == "" || label(m, "resource") == resource)
+	})[Call{}]
 }
 
 // Requests is the count of requests with verb on resource (either "" for
@@ -112,4 +91,94 @@ func FormatSeconds(v float64) string {
 		return "n/a"
 	}
 	return strconv.FormatFloat(v*1000, 'f', 1, 64) + "ms"
+}
+
+// Call names what the SLOs are kept per: a verb on a resource (and
+// subresource) at a scope.
+type Call struct {
+	Verb, Resource, Subresource, Scope string
+}
+
+// String is e.g. "PATCH nodes/status" or "LIST pods (namespace)".
+func (c Call) String() string {
+	s := c.Verb + " " + c.Resource
+	if c.Subresource != "" {
+		s += "/" + c.Subresource
+	}
+	if c.Verb == "LIST" {
+		s += " (" + c.Scope + ")"
+	}
+	return s
+}
+
+// Latencies are the cumulative request latency histograms (seconds) of the
+// calls whose verb is in verbs, one per Call.
+func (s Snapshot) Latencies(verbs map[string]bool) map[Call][]stats.Bucket {
+	return s.latencies(func(m *dto.Metric) (Call, bool) {
+		return Call{Verb: label(m, "verb"), Resource: label(m, "resource"), Subresource: label(m, "subresource"), Scope: label(m, "scope")},
+			verbs[label(m, "verb")]
+	})
+}
+
+// latencies sums apiserver_request_duration_seconds's series into one
+// histogram per key of the series pick keeps.
+func (s Snapshot) latencies(pick func(*dto.Metric) (Call, bool)) map[Call][]stats.Bucket {
+	f := s["apiserver_request_duration_seconds"]
+	if f == nil {
+		return nil
+	}
+	sums := map[Call]map[float64]float64{}
+	for _, m := range f.GetMetric() {
+		key, ok := pick(m)
+		if !ok {
+			continue
+		}
+		if sums[key] == nil {
+			sums[key] = map[float64]float64{}
+		}
+		h := m.GetHistogram()
+		hasInf := false
+		for _, b := range h.GetBucket() {
+			sums[key][b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			hasInf = hasInf || math.IsInf(b.GetUpperBound(), +1)
+		}
+		if !hasInf { // the exposition may leave the +Inf bucket implicit
+			sums[key][math.Inf(1)] += float64(h.GetSampleCount())
+		}
+	}
+	out := map[Call][]stats.Bucket{}
+	for key, bounds := range sums {
+		for le, n := range bounds {
+			out[key] = append(out[key], stats.Bucket{UpperBound: le, Count: n})
+		}
+	}
+	return out
+}
+
+// WatchEvents are the watch events kube-apiserver sent, per kind, and
+// their bytes (apiserver_watch_events_total, apiserver_watch_events_sizes).
+type WatchEvents struct {
+	Events, Bytes map[string]float64
+}
+
+// WatchEvents reads the counters of the events sent to watchers.
+func (s Snapshot) WatchEvents() WatchEvents {
+	w := WatchEvents{Events: map[string]float64{}, Bytes: map[string]float64{}}
+	for _, m := range s["apiserver_watch_events_total"].GetMetric() {
+		w.Events[label(m, "kind")] += m.GetCounter().GetValue()
+	}
+	for _, m := range s["apiserver_watch_events_sizes"].GetMetric() {
+		w.Bytes[label(m, "kind")] += m.GetHistogram().GetSampleSum()
+	}
+	return w
+}
+
+// Gauge is the value of an unlabelled gauge (e.g. go_memstats_heap_inuse_bytes),
+// NaN when the family is absent.
+func (s Snapshot) Gauge(name string) float64 {
+	f := s[name]
+	if f == nil || len(f.GetMetric()) == 0 {
+		return math.NaN()
+	}
+	return f.GetMetric()[0].GetGauge().GetValue()
 }

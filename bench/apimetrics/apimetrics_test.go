@@ -2,6 +2,8 @@ package apimetrics
 
 import (
 	"math"
+	"reflect"
+	"sort"
 	"testing"
 
 	"k1m.dev/k1m/bench/stats"
@@ -57,4 +59,64 @@ func TestMutatingLatencySumsMutatingVerbsOnly(t *testing.T) {
 	if got := [2]float64{s.RequestsTo("PATCH", "nodes", ""), s.RequestsTo("PATCH", "nodes", "status")}; got != [2]float64{2, 3} {
 		t.Errorf("RequestsTo(PATCH, nodes, \"\" and status) = %v, want [2 3]", got)
 	}
+}
+
+const clusterSample = `# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{verb="LIST",resource="pods",scope="namespace",le="1"} 3
+apiserver_request_duration_seconds_bucket{verb="LIST",resource="pods",scope="namespace",le="+Inf"} 4
+apiserver_request_duration_seconds_sum{verb="LIST",resource="pods",scope="namespace"} 9
+apiserver_request_duration_seconds_count{verb="LIST",resource="pods",scope="namespace"} 4
+apiserver_request_duration_seconds_bucket{verb="PATCH",resource="pods",subresource="status",scope="resource",le="1"} 5
+apiserver_request_duration_seconds_bucket{verb="PATCH",resource="pods",subresource="status",scope="resource",le="+Inf"} 5
+apiserver_request_duration_seconds_sum{verb="PATCH",resource="pods",subresource="status",scope="resource"} 1
+apiserver_request_duration_seconds_count{verb="PATCH",resource="pods",subresource="status",scope="resource"} 5
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="",kind="Pod",version="v1"} 7
+apiserver_watch_events_total{group="discovery.k8s.io",kind="EndpointSlice",version="v1"} 3
+# TYPE apiserver_watch_events_sizes histogram
+apiserver_watch_events_sizes_bucket{group="",kind="Pod",version="v1",le="+Inf"} 7
+apiserver_watch_events_sizes_sum{group="",kind="Pod",version="v1"} 7000
+apiserver_watch_events_sizes_count{group="",kind="Pod",version="v1"} 7
+# TYPE go_memstats_heap_inuse_bytes gauge
+go_memstats_heap_inuse_bytes 1.5e+08
+`
+
+func TestLatenciesWatchEventsAndGauge(t *testing.T) {
+	s, err := Parse(clusterSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat := s.Latencies(map[string]bool{"LIST": true})
+	list := Call{Verb: "LIST", Resource: "pods", Scope: "namespace"}
+	want := map[Call][]stats.Bucket{list: {{UpperBound: 1, Count: 3}, {UpperBound: math.Inf(1), Count: 4}}}
+	if !reflect.DeepEqual(sortedBuckets(lat), sortedBuckets(want)) {
+		t.Errorf("Latencies(LIST) = %v, want %v", lat, want)
+	}
+	if got := list.String(); got != "LIST pods (namespace)" {
+		t.Errorf("String = %q", got)
+	}
+	if got := (Call{Verb: "PATCH", Resource: "pods", Subresource: "status", Scope: "resource"}).String(); got != "PATCH pods/status" {
+		t.Errorf("String = %q", got)
+	}
+	w := s.WatchEvents()
+	wantW := WatchEvents{Events: map[string]float64{"Pod": 7, "EndpointSlice": 3}, Bytes: map[string]float64{"Pod": 7000}}
+	if !reflect.DeepEqual(w, wantW) {
+		t.Errorf("WatchEvents = %+v, want %+v", w, wantW)
+	}
+	if got := s.Gauge("go_memstats_heap_inuse_bytes"); got != 1.5e8 {
+		t.Errorf("Gauge = %v", got)
+	}
+	if got := s.Gauge("absent"); !math.IsNaN(got) {
+		t.Errorf("Gauge(absent) = %v, want NaN", got)
+	}
+}
+
+func sortedBuckets(m map[Call][]stats.Bucket) map[Call][]stats.Bucket {
+	out := map[Call][]stats.Bucket{}
+	for k, v := range m {
+		v = append([]stats.Bucket(nil), v...)
+		sort.Slice(v, func(i, j int) bool { return v[i].UpperBound < v[j].UpperBound })
+		out[k] = v
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/bench"
+	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
@@ -168,7 +169,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -212,6 +213,14 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
 			"\n--schedule-nodes 5000,1000: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
+		{"cluster", func(o *RunOptions) {
+			o.Scenarios, o.ClusterNodes, o.Cluster.Pods, o.Cluster.Replicas, o.Cluster.Pace, o.Cluster.NodesPerConnection = "cluster", "0", 15, 10, 0, 0
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("cluster") +
+			"\n--cluster-nodes 0: want ascending positive node counts, e.g. 500,1000,2000\n--cluster-pods 15: want a positive multiple of --cluster-replicas (10), e.g. 1000" +
+			"\n--cluster-pace 0: want pods a second above 0, e.g. 20\n--cluster-nodes-per-connection 0: want at least 1, e.g. 50"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -247,7 +256,9 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 			Simulator: nodesim.Defaults(), SimulatorCores: 0.6},
 		LongRenew: 40 * time.Second, WatchBenchtime: "300ms", WatchCount: 1,
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
+		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
+		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -266,7 +277,9 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 			Simulator: nodesim.Defaults(), SimulatorCores: 1.5},
 		LongRenew: 20 * time.Second, WatchBenchtime: "2x", WatchCount: 5,
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50}, Benchplot: o.Benchplot, Progress: os.Stdout}
+		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
+		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k1m.dev/k1m/bench"
+	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
@@ -94,6 +95,11 @@ type RunOptions struct {
 	// --schedule-pods and --schedule-workers (Deployed's two builds too).
 	ScheduleNodes string
 	Schedule      schedule.Config
+	// ClusterNodes, Cluster hold --cluster-nodes (comma-separated),
+	// --cluster-pods, --cluster-replicas, --cluster-pace and
+	// --cluster-nodes-per-connection (Deployed's two builds too).
+	ClusterNodes string
+	Cluster      clusterload.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -113,6 +119,9 @@ func DefaultRunOptions() RunOptions {
 		Joins:         joins.Config{Joins: joins.DefaultJoins, Workers: joins.DefaultWorkers},
 		ScheduleNodes: "1000,5000",
 		Schedule:      schedule.Config{Pods: schedule.DefaultPods, Workers: schedule.DefaultWorkers},
+		ClusterNodes:  "500,1000,2000",
+		Cluster: clusterload.Config{Pods: clusterload.DefaultPods, Replicas: clusterload.DefaultReplicas, Pace: clusterload.DefaultPace,
+			NodesPerConnection: clusterload.DefaultNodesPerConnection},
 	}
 }
 
@@ -146,6 +155,11 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ScheduleNodes, "schedule-nodes", o.ScheduleNodes, "schedule: the node counts, ascending, comma-separated")
 	fs.IntVar(&o.Schedule.Pods, "schedule-pods", o.Schedule.Pods, "schedule: pods scheduled at each node count")
 	fs.IntVar(&o.Schedule.Workers, "schedule-workers", o.Schedule.Workers, "schedule: pod creates in flight")
+	fs.StringVar(&o.ClusterNodes, "cluster-nodes", o.ClusterNodes, "cluster: the simulated node counts, ascending, comma-separated")
+	fs.IntVar(&o.Cluster.Pods, "cluster-pods", o.Cluster.Pods, "cluster: pods created at each node count (a multiple of --cluster-replicas)")
+	fs.IntVar(&o.Cluster.Replicas, "cluster-replicas", o.Cluster.Replicas, "cluster: pods per Deployment (each with a Service)")
+	fs.Float64Var(&o.Cluster.Pace, "cluster-pace", o.Cluster.Pace, "cluster: pods a second the Deployments are created at")
+	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
 }
@@ -244,7 +258,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -269,6 +283,7 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	}
 	c.Scenarios, _ = parseScenarios(o.Scenarios)
 	c.Schedule.Steps = parseCounts(o.ScheduleNodes)
+	c.Cluster.Steps = parseCounts(o.ClusterNodes)
 	return c
 }
 
@@ -328,7 +343,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins", "schedule"} {
+	for _, s := range []string{"deployed", "joins", "schedule", "cluster"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -344,6 +359,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "schedule") {
 		errs = append(errs, o.Schedule.Validate())
+	}
+	if slices.Contains(o.Scenarios, "cluster") {
+		errs = append(errs, o.Cluster.Validate())
 	}
 	return errors.Join(errs...)
 }

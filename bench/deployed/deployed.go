@@ -181,12 +181,12 @@ func idleRead(ctx context.Context, c *scaleout.Cluster, out io.Writer) ([]Proces
 	if err != nil {
 		return nil, 0, fmt.Errorf("the server's processes: %w", err)
 	}
-	before := readAll(members)
+	before := ReadAll(members)
 	start := time.Now()
 	if err := clock.Sleep(ctx, IdleWindow); err != nil {
 		return nil, 0, err
 	}
-	idle, elapsed := group(members, before, readAll(members)), time.Since(start)
+	idle, elapsed := Group(members, before, ReadAll(members)), time.Since(start)
 	fmt.Fprintf(out, "  idle: %s\n", coresText(idle, elapsed))
 	return idle, elapsed, nil
 }
@@ -220,7 +220,7 @@ func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config, prof
 			}
 			go func() { profiled <- profile(ctx, c, cfg.Duration, profilePath) }()
 		}
-		edges = append(edges, readAll(members))
+		edges = append(edges, ReadAll(members))
 		u, err := proc.ReadUsage(os.Getpid())
 		loadGen = append(loadGen, u)
 		return err
@@ -233,7 +233,7 @@ func flood(ctx context.Context, c *scaleout.Cluster, cfg leaseflood.Config, prof
 	if err != nil {
 		return f, err
 	}
-	f.Processes, f.LoadGen = group(members, edges[0], edges[1]), loadGen[1].Sub(loadGen[0])
+	f.Processes, f.LoadGen = Group(members, edges[0], edges[1]), loadGen[1].Sub(loadGen[0])
 	f.Profile.Shares, f.Profile.Total, err = cpuprofile.Breakdown(profilePath)
 	return f, err
 }
@@ -248,8 +248,8 @@ func profile(ctx context.Context, c *scaleout.Cluster, window time.Duration, pat
 	return cpuprofile.Capture(ctx, client, cfg.Host+"/debug/pprof/profile", window, path)
 }
 
-// readAll reads every member's usage now; one that ended is left out.
-func readAll(members []proc.Member) map[int]proc.Usage {
+// ReadAll reads every member's usage now; one that ended is left out.
+func ReadAll(members []proc.Member) map[int]proc.Usage {
 	out := map[int]proc.Usage{}
 	for _, m := range members {
 		if u, err := proc.ReadUsage(m.PID); err == nil {
@@ -259,9 +259,9 @@ func readAll(members []proc.Member) map[int]proc.Usage {
 	return out
 }
 
-// group sums, by name, what each member read at both edges cost between
+// Group sums, by name, what each member read at both edges cost between
 // them, in the order of the members (the server first).
-func group(members []proc.Member, before, after map[int]proc.Usage) []Process {
+func Group(members []proc.Member, before, after map[int]proc.Usage) []Process {
 	var out []Process
 	index := map[string]int{}
 	for _, m := range members {

@@ -28,7 +28,7 @@ func TestGroupSumsByNameAndDropsWhatEnded(t *testing.T) {
 	}
 	before := at(1*time.Second, 2*time.Second, 0, 0, 0)
 	after := at(3*time.Second, 7*time.Second, 100*time.Millisecond, 200*time.Millisecond)
-	got := group(members, before, after)
+	got := Group(members, before, after)
 	want := []Process{
 		{Name: "k1m server", Count: 1, Own: true, Usage: proc.Usage{CPU: 2 * time.Second, RSS: 1 << 20}},
 		{Name: "k1m kube-apiserver", Count: 1, Own: true, Usage: proc.Usage{CPU: 5 * time.Second, RSS: 2 << 20}},

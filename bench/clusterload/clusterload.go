@@ -1,0 +1,279 @@
+// Package clusterload measures the whole cluster at rising node counts,
+// in the spirit of upstream's ClusterLoader2 density and load tests: the
+// server's own controllers, scheduler, kube-proxy, CoreDNS and k1m agent
+// run as deployed, and simulated nodes stand for the rest. Each simulated
+// node renews its Lease and reports its status as a kubelet does
+// (bench/nodesim), keeps open the watches a kubelet, kube-proxy and k1m
+// agent keep (NodeWatches), and reports the pods bound to it Running as
+// its kubelet would once their container started. Each step registers
+// nodes up to its count, then creates Deployments, each with a Service,
+// at a steady pace, waits until every pod runs and the endpoints follow,
+// and reads over that window the upstream SLOs (mutating API call p99 at
+// most 1 s, non-streaming list p99 within its scope's bound, pod startup
+// p99 at most 5 s), the scheduler's throughput, the watch events and
+// bytes kube-apiserver sent, and each server process's CPU and memory.
+package clusterload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/bench/proc"
+	"k1m.dev/k1m/pkg/clock"
+)
+
+// Defaults of the scenario.
+var DefaultSteps = []int{500, 1000, 2000}
+
+const (
+	// DefaultPods are created at each step: 100 Deployments of 10.
+	DefaultPods     = 1000
+	DefaultReplicas = 10
+	// DefaultPace is the pods a second the Deployments are created at:
+	// under the stock scheduler's 52 binds a second (docs/performance.md,
+	// "The scheduler"), so that neither build is measured past it.
+	DefaultPace = 20
+	// DefaultNodesPerConnection simulated nodes share a connection.
+	DefaultNodesPerConnection = 50
+)
+
+// Fixed timings.
+const (
+	// Settle is how long a step waits after its nodes' watches have
+	// listed, before its window opens (first Lease renewals, the node
+	// controllers' first look at the new Nodes).
+	Settle = 15 * time.Second
+	// RunTimeout bounds the wait for a step's pods to run, EndpointsTimeout
+	// the wait for their endpoints after that.
+	RunTimeout       = 10 * time.Minute
+	EndpointsTimeout = 5 * time.Minute
+	// SyncTimeout bounds the wait for new nodes' watches to list.
+	SyncTimeout = 10 * time.Minute
+	// reportWorkers send the simulated kubelets' pod status reports.
+	reportWorkers   = 32
+	registerWorkers = 50
+)
+
+// The upstream SLOs a step is held to (kubernetes/community
+// sig-scalability/slos).
+const (
+	MutatingSLO   = time.Second
+	PodStartupSLO = 5 * time.Second
+)
+
+// ListSLO is the bound of a non-streaming read's p99 by its scope.
+var ListSLO = map[string]time.Duration{"resource": time.Second, "namespace": 5 * time.Second, "cluster": 30 * time.Second}
+
+// minCalls is how many calls of a kind a window needs before its p99
+// counts against the SLO (upstream reads it over 5 minutes of traffic).
+const minCalls = 50
+
+// Config is the scenario's size.
+type Config struct {
+	Steps              []int   // node counts, ascending
+	Pods               int     // pods created at each step
+	Replicas           int     // pods per Deployment (each with a Service)
+	Pace               float64 // pods a second the Deployments are created at
+	NodesPerConnection int
+}
+
+// Validate names the flag at fault.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Steps) == 0 {
+		errs = append(errs, errors.New("--cluster-nodes is empty: want ascending positive node counts, e.g. 500,1000,2000"))
+	}
+	for i, n := range c.Steps {
+		if n < 1 || (i > 0 && n <= c.Steps[i-1]) {
+			errs = append(errs, fmt.Errorf("--cluster-nodes %s: want ascending positive node counts, e.g. 500,1000,2000", joinInts(c.Steps)))
+			break
+		}
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("--cluster-replicas %d: want at least 1, e.g. %d", c.Replicas, DefaultReplicas))
+	}
+	if c.Pods < 1 || (c.Replicas >= 1 && c.Pods%c.Replicas != 0) {
+		errs = append(errs, fmt.Errorf("--cluster-pods %d: want a positive multiple of --cluster-replicas (%d), e.g. %d", c.Pods, c.Replicas, DefaultPods))
+	}
+	if c.Pace <= 0 {
+		errs = append(errs, fmt.Errorf("--cluster-pace %v: want pods a second above 0, e.g. %d", c.Pace, DefaultPace))
+	}
+	if c.NodesPerConnection < 1 {
+		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
+	}
+	return errors.Join(errs...)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// Env is the cluster a run measures.
+type Env struct {
+	Config    *rest.Config // an admin client of the server's API server
+	ServerPID int          // the root of the server's processes
+	Progress  func(string)
+}
+
+// Run measures every step of cfg on env's cluster, returning the steps
+// measured so far when one fails.
+func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	sim, err := nodesim.New(env.Config, nodesim.Defaults())
+	if err != nil {
+		return nil, err
+	}
+	go sim.Run(ctx)
+	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers)
+	if err != nil {
+		return nil, err
+	}
+	pods := newTracker()
+	go nodes.follow(ctx, benchPods(client), pods.see)
+	var steps []Step
+	registered := 0
+	for k, n := range cfg.Steps {
+		s, err := step(ctx, cfg, env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
+		registered = n
+		if err != nil {
+			return steps, fmt.Errorf("%d nodes: %w", n, err)
+		}
+		env.Progress(s.Line())
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// benchPods is the measuring watch: every pod the scenario's Deployments
+// make, in every step's namespace.
+func benchPods(client kubernetes.Interface) listWatch {
+	p := client.CoreV1().Pods("")
+	return tweaked(withLabels(benchLabel+"="+benchValue),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return p.List(ctx, o) },
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return p.Watch(ctx, o) })
+}
+
+type stepRun struct {
+	k, from, to int
+	sim         *nodesim.Simulator
+	nodes       *fleet
+	pods        *tracker
+}
+
+// step brings the cluster to r.to nodes, then loads and reads it.
+func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface, r stepRun) (Step, error) {
+	s := Step{Nodes: r.to, Watches: r.to * len(NodeWatches)}
+	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d, their heartbeats and %d watches each", r.to, r.from+1, r.to, len(NodeWatches)))
+	if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
+		return s, err
+	}
+	r.sim.Add(r.to)
+	if err := r.nodes.add(ctx, r.from, r.to); err != nil {
+		return s, err
+	}
+	if err := r.nodes.waitSynced(ctx, int64(s.Watches)+1, SyncTimeout); err != nil {
+		return s, err
+	}
+	ns := StepNamespace(r.k)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return s, fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	if err := clock.Sleep(ctx, Settle); err != nil {
+		return s, err
+	}
+	before, err := read(ctx, client, env.ServerPID, r)
+	if err != nil {
+		return s, err
+	}
+	env.Progress(fmt.Sprintf("%d nodes: creating %d Deployments of %d with a Service each, %v pods a second", r.to, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace))
+	createErr := createAtPace(ctx, client, ns, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace)
+	s.Created = time.Since(before.at)
+	if createErr != nil {
+		return s, createErr
+	}
+	run, err := r.pods.waitRunning(ctx, ns, cfg.Pods, RunTimeout)
+	if err != nil {
+		return s, err
+	}
+	endpoints, err := waitEndpoints(ctx, client, ns, cfg.Pods, EndpointsTimeout)
+	if err != nil {
+		return s, err
+	}
+	after, err := read(ctx, client, env.ServerPID, r)
+	if err != nil {
+		return s, err
+	}
+	s.fill(run, endpoints, before, after)
+	return s, nil
+}
+
+// waitSynced waits until want watches have listed once.
+func (f *fleet) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for f.synced.Load() < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d watches listed after %v", f.synced.Load(), want, timeout)
+		}
+		if err := clock.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reading is the state of the cluster at one edge of a step's window.
+type reading struct {
+	at        time.Time
+	metrics   apimetrics.Snapshot
+	members   []proc.Member
+	usage     map[int]proc.Usage
+	self      proc.Usage
+	heartbeat nodesim.Stats
+	events    int64 // events the simulated nodes received
+	relists   int64
+	reports   int64 // pod status reports that failed
+}
+
+func read(ctx context.Context, client kubernetes.Interface, serverPID int, r stepRun) (reading, error) {
+	members, err := proc.Tree(serverPID)
+	if err != nil {
+		return reading{}, fmt.Errorf("the server's processes: %w", err)
+	}
+	m, err := apimetrics.Scrape(ctx, client)
+	if err != nil {
+		return reading{}, err
+	}
+	self, err := proc.ReadUsage(os.Getpid())
+	if err != nil {
+		return reading{}, err
+	}
+	return reading{at: time.Now(), metrics: m, members: members, usage: deployed.ReadAll(members), self: self,
+		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
+}

@@ -1,0 +1,193 @@
+package clusterload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/stats"
+)
+
+func TestValidateNamesEachFlag(t *testing.T) {
+	good := Config{Steps: []int{500, 1000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", good, err)
+	}
+	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0}
+	want := "--cluster-nodes 1000,500: want ascending positive node counts, e.g. 500,1000,2000\n" +
+		"--cluster-pods 25: want a positive multiple of --cluster-replicas (10), e.g. 1000\n" +
+		"--cluster-pace -1: want pods a second above 0, e.g. 20\n" +
+		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50"
+	if err := bad.Validate(); fmt.Sprint(err) != want {
+		t.Errorf("Validate(%+v) =\n%v\nwant\n%s", bad, err, want)
+	}
+}
+
+// TestNodeWatchesAskForWhatTheirComponentsAskFor opens every watch of one
+// node against a fake API and compares each list's resource, namespace
+// and selectors with what the kubelet, kube-proxy and k1m agent ask for.
+func TestNodeWatchesAskForWhatTheirComponentsAskFor(t *testing.T) {
+	client := fake.NewClientset()
+	type asked struct{ Resource, Namespace, Labels, Fields string }
+	var got []asked
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		l := a.(k8stesting.ListAction).GetListRestrictions()
+		got = append(got, asked{a.GetResource().Resource, a.GetNamespace(), l.Labels.String(), l.Fields.String()})
+		return false, nil, nil
+	})
+	for _, w := range NodeWatches {
+		if _, err := w.open(client, "node-0000007").list(context.Background(), metav1.ListOptions{}); err != nil {
+			t.Fatalf("%s, %s: %v", w.Who, w.What, err)
+		}
+	}
+	want := []asked{
+		{"nodes", "", "", "metadata.name=node-0000007"},
+		{"pods", "", "", "spec.nodeName=node-0000007"},
+		{"services", "", "", ""},
+		{"csidrivers", "", "", ""},
+		{"runtimeclasses", "", "", ""},
+		{"nodes", "", "", "metadata.name=node-0000007"},
+		{"services", "", "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name", ""},
+		{"endpointslices", "", "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name", ""},
+		{"nodes", "", "", "metadata.name=node-0000007"},
+		{"configmaps", "k1m-pod-routes", "k1m.dev/pod-route", ""},
+		{"configmaps", "kube-public", "", "metadata.name=k1m-cluster"},
+		{"endpointslices", "default", "kubernetes.io/service-name=kubernetes", ""},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lists asked\n%v\nwant\n%v", got, want)
+	}
+	if NodeWatches[podWatch].What != "its pods" {
+		t.Errorf("podWatch is %q, want the kubelet's watch of its pods", NodeWatches[podWatch].What)
+	}
+}
+
+func TestRunningPatchIsAKubeletsStatusReport(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	patch, err := RunningPatch(pod, "fd00:20::1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Metadata struct{ UID string }
+		Status   corev1.PodStatus
+	}
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("%s: %v", patch, err)
+	}
+	tm := metav1.NewTime(now)
+	cond := func(c corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: tm}
+	}
+	started := true
+	cs := got.Status.ContainerStatuses
+	if len(cs) != 1 || len(cs[0].ContainerID) != len("containerd://")+64 {
+		t.Fatalf("container statuses %+v, want one with a containerd ID", cs)
+	}
+	want := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "fd00:20::1", PodIPs: []corev1.PodIP{{IP: "fd00:20::1"}}, StartTime: &tm,
+		QOSClass:   corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{cond(corev1.PodReadyToStartContainers), cond(corev1.PodInitialized), cond(corev1.ContainersReady), cond(corev1.PodReady)},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "registry.k8s.io/pause:3.10", Ready: true, Started: &started,
+			ContainerID: cs[0].ContainerID, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: tm}}}}}
+	// Compared as JSON: decoded times carry the local zone.
+	gotJSON, _ := json.Marshal(got.Status)
+	wantJSON, _ := json.Marshal(want)
+	if got.Metadata.UID != "u1" || !bytes.Equal(gotJSON, wantJSON) {
+		t.Errorf("patch %s\ndecodes to %+v\nwant %+v", patch, got.Status, want)
+	}
+}
+
+func TestPodIPsAreUniqueIPv6(t *testing.T) {
+	f := &fleet{}
+	seen := map[string]bool{}
+	for i := 0; i < 300; i++ {
+		ip := f.nextPodIP()
+		if seen[ip] {
+			t.Fatalf("%s given twice", ip)
+		}
+		seen[ip] = true
+	}
+	if !seen["fd00:20::1"] || !seen["fd00:20::100"] {
+		t.Errorf("want fd00:20::1 and fd00:20::100 among %d addresses", len(seen))
+	}
+}
+
+func TestTrackerTimesEachPod(t *testing.T) {
+	tr := newTracker()
+	pod := func(uid, ns, node string, phase corev1.PodPhase, ready bool) watch.Event {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: k8stypes.UID(uid), Namespace: ns}, Spec: corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: phase}}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		return watch.Event{Type: watch.Modified, Object: p}
+	}
+	tr.see(pod("a", "s0", "", corev1.PodPending, false))
+	tr.see(pod("b", "s0", "", corev1.PodPending, false))
+	tr.see(pod("c", "s1", "", corev1.PodPending, false))
+	time.Sleep(5 * time.Millisecond)
+	tr.see(pod("a", "s0", "n1", corev1.PodPending, false))
+	tr.see(pod("a", "s0", "n1", corev1.PodRunning, false)) // running, not ready: not started
+	tr.see(pod("a", "s0", "n1", corev1.PodRunning, true))
+	tr.see(pod("b", "s0", "n2", corev1.PodPending, false))
+	s := tr.of("s0")
+	if s.pods != 2 || s.running != 1 || s.startup.Count != 1 || s.scheduling.Count != 2 {
+		t.Fatalf("of(s0) = %+v, want 2 pods, 1 running, 2 bound", s)
+	}
+	if s.startup.P99 < 5*time.Millisecond || s.last.IsZero() || s.lastBound.Before(s.firstAdded) {
+		t.Errorf("of(s0) = %+v: want startup of at least 5ms and bound after first seen", s)
+	}
+	if c := tr.of("s1"); c.pods != 1 || c.running != 0 {
+		t.Errorf("of(s1) = %+v, want 1 pod, none running", c)
+	}
+}
+
+func TestWorstIsTheLargestShareOfItsBound(t *testing.T) {
+	bucket := func(fast, slow float64) []stats.Bucket {
+		return []stats.Bucket{{UpperBound: 0.1, Count: fast}, {UpperBound: 2, Count: fast + slow}, {UpperBound: math.Inf(1), Count: fast + slow}}
+	}
+	list := apimetrics.Call{Verb: "LIST", Resource: "pods", Scope: "cluster"}
+	get := apimetrics.Call{Verb: "LIST", Resource: "nodes", Scope: "resource"}
+	few := apimetrics.Call{Verb: "LIST", Resource: "services", Scope: "resource"}
+	before := map[apimetrics.Call][]stats.Bucket{list: bucket(0, 0), get: bucket(100, 0)}
+	after := map[apimetrics.Call][]stats.Bucket{list: bucket(0, 100), get: bucket(190, 10), few: bucket(0, 10)}
+	got := worst(after, before, func(c apimetrics.Call) time.Duration { return ListSLO[c.Scope] })
+	// pods (cluster scope, 30 s): p99 near 2 s; nodes (resource, 1 s): 10 of
+	// 100 slow, p99 near 2 s, the larger share; services: too few calls.
+	if got.Call != "LIST nodes (resource)" || got.Bound != time.Second || got.Calls != 100 || got.P99 < time.Second {
+		t.Errorf("worst = %+v, want LIST nodes (resource) over 100 calls, p99 over its 1 s bound", got)
+	}
+}
+
+func TestLargestHeldStopsAtTheFirstStepNotHeld(t *testing.T) {
+	r := Result{Steps: []Step{
+		{Flavour: "k1m", Round: 1, Nodes: 500, Held: true}, {Flavour: "k1m", Round: 1, Nodes: 1000, Held: true},
+		{Flavour: "k1m", Round: 1, Nodes: 2000, Held: false}, {Flavour: "k1m", Round: 2, Nodes: 500, Held: true},
+		{Flavour: "k1m", Round: 2, Nodes: 1000, Held: false}, {Flavour: "stock", Round: 1, Nodes: 500, Held: false},
+		{Flavour: "stock", Round: 1, Nodes: 1000, Held: true},
+	}}
+	if got := r.LargestHeld("k1m"); got != 500 {
+		t.Errorf("LargestHeld(k1m) = %d, want 500 (1000 failed in round 2)", got)
+	}
+	if got := r.LargestHeld("stock"); got != 0 {
+		t.Errorf("LargestHeld(stock) = %d, want 0 (its first step failed)", got)
+	}
+}

@@ -1,0 +1,361 @@
+package clusterload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/podnet"
+)
+
+// listWatch is one watch a node opens: the list it starts from and the
+// watch it follows.
+type listWatch struct {
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// nodeWatch is one of the watches every node opens, by who opens it.
+type nodeWatch struct {
+	Who, What string
+	open      func(c kubernetes.Interface, node string) listWatch
+}
+
+// proxiedServices is kube-proxy's selector of the Services and
+// EndpointSlices it programs (pkg/proxy: headless and other proxies'
+// Services left out).
+const proxiedServices = "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name"
+
+func byName(name string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
+}
+
+func withLabels(selector string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = selector }
+}
+
+// tweaked applies tweak to the options of both calls.
+func tweaked(tweak func(*metav1.ListOptions), list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	w func(context.Context, metav1.ListOptions) (watch.Interface, error)) listWatch {
+	return listWatch{
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return list(ctx, o)
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { tweak(&o); return w(ctx, o) },
+	}
+}
+
+func nodesByName(c kubernetes.Interface, node string) listWatch {
+	n := c.CoreV1().Nodes()
+	return tweaked(byName(node), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return n.List(ctx, o) }, n.Watch)
+}
+
+func services(c kubernetes.Interface, selector string) listWatch {
+	s := c.CoreV1().Services("")
+	return tweaked(withLabels(selector), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return s.List(ctx, o) }, s.Watch)
+}
+
+func endpointSlices(c kubernetes.Interface, namespace, selector string) listWatch {
+	e := c.DiscoveryV1().EndpointSlices(namespace)
+	return tweaked(withLabels(selector), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return e.List(ctx, o) }, e.Watch)
+}
+
+// NodeWatches are the watches a node of a k1m cluster opens and keeps
+// open (docs/performance.md, "What a node costs the cluster"): the
+// kubelet's, kube-proxy's and k1m agent's, with their selectors. The
+// kubelet's watches of the ConfigMaps and Secrets its pods mount are left
+// out: the pods here mount none.
+var NodeWatches = []nodeWatch{
+	{"kubelet", "its Node", nodesByName},
+	{"kubelet", "its pods", func(c kubernetes.Interface, node string) listWatch {
+		p := c.CoreV1().Pods("")
+		tweak := func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+		}
+		return tweaked(tweak, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return p.List(ctx, o) }, p.Watch)
+	}},
+	{"kubelet", "every Service", func(c kubernetes.Interface, _ string) listWatch { return services(c, "") }},
+	{"kubelet", "every CSIDriver", func(c kubernetes.Interface, _ string) listWatch {
+		d := c.StorageV1().CSIDrivers()
+		return listWatch{func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return d.List(ctx, o) }, d.Watch}
+	}},
+	{"kubelet", "every RuntimeClass", func(c kubernetes.Interface, _ string) listWatch {
+		r := c.NodeV1().RuntimeClasses()
+		return listWatch{func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }, r.Watch}
+	}},
+	{"kube-proxy", "its Node", nodesByName},
+	{"kube-proxy", "the proxied Services", func(c kubernetes.Interface, _ string) listWatch { return services(c, proxiedServices) }},
+	{"kube-proxy", "their EndpointSlices", func(c kubernetes.Interface, _ string) listWatch {
+		return endpointSlices(c, "", proxiedServices)
+	}},
+	{"k1m agent", "its Node", nodesByName},
+	{"k1m agent", "the pod routes", func(c kubernetes.Interface, _ string) listWatch {
+		cm := c.CoreV1().ConfigMaps(podnet.RoutesNamespace)
+		return tweaked(withLabels(podnet.RouteLabel), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cm.List(ctx, o) }, cm.Watch)
+	}},
+	{"k1m agent", "the cluster settings", func(c kubernetes.Interface, _ string) listWatch {
+		cm := c.CoreV1().ConfigMaps(join.PublicNamespace)
+		return tweaked(byName(join.SettingsName), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cm.List(ctx, o) }, cm.Watch)
+	}},
+	{"k1m agent", "the API servers' EndpointSlices", func(c kubernetes.Interface, _ string) listWatch {
+		return endpointSlices(c, metav1.NamespaceDefault, "kubernetes.io/service-name=kubernetes")
+	}},
+}
+
+// podWatch is the index in NodeWatches of the kubelet's watch of its pods,
+// which also drives the simulated kubelet.
+const podWatch = 1
+
+// Watch timeouts as client-go's reflector asks for them: 5 to 10 minutes,
+// then it watches again from where it was.
+const minWatchTimeout = 5 * time.Minute
+
+// fleet is the simulated nodes' watches and their kubelets' pod status
+// reports.
+type fleet struct {
+	base         *rest.Config
+	perClient    int
+	clients      []kubernetes.Interface
+	reporter     kubernetes.Interface // the pod status reports' client
+	synced       atomic.Int64         // watches that have listed once
+	events       atomic.Int64         // events received
+	relists      atomic.Int64
+	reports      chan *corev1.Pod
+	reported     sync.Map // pod UID -> struct{}: reported Running once
+	reportErrors atomic.Int64
+	lastError    atomic.Value
+	podIPs       atomic.Uint64
+}
+
+// newFleet is a fleet of no nodes, with workers reporting pod statuses.
+func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int) (*fleet, error) {
+	f := &fleet{base: base, perClient: nodesPerConnection, reports: make(chan *corev1.Pod, 1<<16)}
+	reporter, err := kubernetes.NewForConfig(ownConnection(base))
+	if err != nil {
+		return nil, err
+	}
+	f.reporter = reporter
+	for w := 0; w < workers; w++ {
+		go f.reportWorker(ctx)
+	}
+	return f, nil
+}
+
+// ownConnection is base with a dial function of its own, which gives its
+// clients a transport (and connection) of their own: client-go shares
+// one per TLS config otherwise.
+func ownConnection(base *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return cfg
+}
+
+// client is the connection node i's watches share with its neighbours:
+// nodesPerConnection nodes a connection, as many kubelets' streams
+// would reach one API server over many connections.
+func (f *fleet) client(i int) (kubernetes.Interface, error) {
+	for len(f.clients) <= i/f.perClient {
+		c, err := kubernetes.NewForConfig(ownConnection(f.base))
+		if err != nil {
+			return nil, err
+		}
+		f.clients = append(f.clients, c)
+	}
+	return f.clients[i/f.perClient], nil
+}
+
+// add opens every NodeWatches watch of nodes from to to-1.
+func (f *fleet) add(ctx context.Context, from, to int) error {
+	for i := from; i < to; i++ {
+		c, err := f.client(i)
+		if err != nil {
+			return err
+		}
+		name := leaseflood.ObjectName(i)
+		for k, w := range NodeWatches {
+			var onEvent func(watch.Event)
+			if k == podWatch {
+				onEvent = func(ev watch.Event) { f.onPod(name, ev) }
+			}
+			go f.follow(ctx, w.open(c, name), onEvent)
+		}
+	}
+	return nil
+}
+
+// follow lists, then watches from the list's version, watching again
+// from the last version seen when a watch ends and listing again when
+// that version is gone, as client-go's reflector does, until ctx ends.
+// Objects are decoded and counted, not kept: only onEvent (when set)
+// sees them.
+func (f *fleet) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
+	first := true
+	for ctx.Err() == nil {
+		list, err := lw.list(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			sleepJittered(ctx, time.Second)
+			continue
+		}
+		if first {
+			f.synced.Add(1)
+			first = false
+		} else {
+			f.relists.Add(1)
+		}
+		listed, _ := meta.ListAccessor(list)
+		if onEvent != nil {
+			items, _ := meta.ExtractList(list)
+			for _, o := range items {
+				onEvent(watch.Event{Type: watch.Added, Object: o})
+			}
+		}
+		f.watchFrom(ctx, lw, listed.GetResourceVersion(), onEvent)
+	}
+}
+
+// watchFrom watches from rv until the version is gone or a call fails.
+func (f *fleet) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event)) {
+	for ctx.Err() == nil {
+		timeout := int64((minWatchTimeout + time.Duration(rand.Int64N(int64(minWatchTimeout)))).Seconds())
+		w, err := lw.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+		if err != nil {
+			return
+		}
+		var gone bool
+		rv, gone = f.drain(w, rv, onEvent)
+		w.Stop()
+		if gone {
+			return
+		}
+	}
+}
+
+// drain reads w to its end; it returns the last version seen and whether
+// the watch ended in an error (410 Gone or another: list again).
+func (f *fleet) drain(w watch.Interface, rv string, onEvent func(watch.Event)) (string, bool) {
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			return rv, true
+		}
+		if m, err := meta.Accessor(ev.Object); err == nil {
+			rv = m.GetResourceVersion()
+		}
+		if ev.Type == watch.Bookmark {
+			continue
+		}
+		f.events.Add(1)
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	return rv, false
+}
+
+func sleepJittered(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d/2 + time.Duration(rand.Int64N(int64(d))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// onPod is the simulated kubelet of node: a pod bound to it that is not
+// running yet is reported Running (the container runtime's part, image
+// pull included, taking no time: the SLO leaves image pulls out).
+func (f *fleet) onPod(node string, ev watch.Event) {
+	pod, ok := ev.Object.(*corev1.Pod)
+	if !ok || ev.Type == watch.Deleted || pod.Spec.NodeName != node || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodRunning {
+		return
+	}
+	if _, done := f.reported.LoadOrStore(pod.UID, struct{}{}); done {
+		return
+	}
+	f.reports <- pod
+}
+
+func (f *fleet) reportWorker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pod := <-f.reports:
+			err := f.reportRunning(ctx, f.reporter, pod)
+			if err != nil && ctx.Err() == nil {
+				f.reportErrors.Add(1)
+				f.lastError.Store(err.Error())
+				if !apierrors.IsNotFound(err) {
+					f.reported.Delete(pod.UID) // the next event of the pod tries again
+				}
+			}
+		}
+	}
+}
+
+// reportRunning is the kubelet's status update of a pod whose container
+// started: a strategic merge patch of pods/status.
+func (f *fleet) reportRunning(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) error {
+	patch, err := RunningPatch(pod, f.nextPodIP(), time.Now())
+	if err != nil {
+		return err
+	}
+	_, err = c.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// podIPBase is where the simulated pods' addresses are taken from, one
+// each in turn (the simulated nodes have no pod network).
+var podIPBase = netip.MustParseAddr("fd00:20::")
+
+func (f *fleet) nextPodIP() string {
+	a := podIPBase.As16()
+	n := f.podIPs.Add(1)
+	for i := 15; i >= 8 && n > 0; i-- {
+		a[i] = byte(n)
+		n >>= 8
+	}
+	return netip.AddrFrom16(a).String()
+}
+
+// RunningPatch is the status a kubelet reports for pod once its one
+// container runs at ip: phase Running, the pod's conditions true, the
+// container running and ready.
+func RunningPatch(pod *corev1.Pod, ip string, now time.Time) ([]byte, error) {
+	t := metav1.NewTime(now)
+	var conditions []corev1.PodCondition
+	for _, c := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		conditions = append(conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: t})
+	}
+	var containers []corev1.ContainerStatus
+	for _, c := range pod.Spec.Containers {
+		started := true
+		containers = append(containers, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: &started,
+			ContainerID: fmt.Sprintf("containerd://%016x%016x%016x%016x", rand.Uint64(), rand.Uint64(), rand.Uint64(), rand.Uint64()),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}}})
+	}
+	status := corev1.PodStatus{Phase: corev1.PodRunning, Conditions: conditions, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		StartTime: &t, ContainerStatuses: containers, QOSClass: corev1.PodQOSBurstable}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID}, "status": status})
+}

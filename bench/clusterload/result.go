@@ -1,0 +1,319 @@
+package clusterload
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/stats"
+)
+
+// Step is one node count's window: from the first create to the last
+// endpoint ready.
+type Step struct {
+	Flavour string
+	Round   int
+	Nodes   int
+	Watches int // the simulated nodes' open watches
+	Pods    int // created and running this step
+	Window  time.Duration
+	Created time.Duration // the creates' span
+
+	PodStartup, Scheduling stats.Latency // first seen to running and ready, first seen to bound
+	BoundPerSecond         float64       // the scheduler's: pods from the first seen to the last bound
+	EndpointsLag           time.Duration // from the last pod running to every endpoint ready
+
+	WorstMutating, WorstList CallP99
+
+	WatchEventsPerSecond, WatchBytesPerSecond float64
+	WatchEventsByKind                         map[string]float64 // per second
+	NodeEventsPerSecond                       float64            // received by the simulated nodes
+
+	Processes     []Component
+	APIServerHeap float64 // bytes in use in kube-apiserver's heap at the window's end
+	BenchCores    float64 // this process: the simulated nodes and the load
+
+	Renewals, LateHeartbeats, HeartbeatErrors int64
+	Relists, ReportErrors                     int64
+
+	Held    bool
+	Reasons []string `json:",omitempty"`
+}
+
+// CallP99 is a call's p99 over the window and the bound the SLO sets.
+type CallP99 struct {
+	Call  string
+	P99   time.Duration
+	Bound time.Duration
+	Calls int
+}
+
+// Component is one process name's share of the window.
+type Component struct {
+	Name  string
+	Count int
+	Cores float64
+	RSS   int64 // bytes at the window's end
+}
+
+func (s *Step) fill(run startup, endpointsReady time.Time, before, after reading) {
+	s.Window = after.at.Sub(before.at)
+	secs := s.Window.Seconds()
+	s.Pods = run.running
+	s.PodStartup, s.Scheduling = run.startup, run.scheduling
+	s.BoundPerSecond = stats.Rate(int64(run.pods), run.lastBound.Sub(run.firstAdded))
+	s.EndpointsLag = endpointsReady.Sub(run.last)
+	s.WorstMutating = worst(after.metrics.Latencies(apimetrics.MutatingVerbs), before.metrics.Latencies(apimetrics.MutatingVerbs),
+		func(apimetrics.Call) time.Duration { return MutatingSLO })
+	reads := map[string]bool{"LIST": true}
+	s.WorstList = worst(after.metrics.Latencies(reads), before.metrics.Latencies(reads),
+		func(c apimetrics.Call) time.Duration { return ListSLO[c.Scope] })
+	a, b := after.metrics.WatchEvents(), before.metrics.WatchEvents()
+	s.WatchEventsByKind = map[string]float64{}
+	for kind, n := range a.Events {
+		s.WatchEventsByKind[kind] = (n - b.Events[kind]) / secs
+		s.WatchEventsPerSecond += s.WatchEventsByKind[kind]
+	}
+	for kind, n := range a.Bytes {
+		s.WatchBytesPerSecond += (n - b.Bytes[kind]) / secs
+	}
+	s.NodeEventsPerSecond = float64(after.events-before.events) / secs
+	s.Processes = components(before, after)
+	s.APIServerHeap = after.metrics.Gauge("go_memstats_heap_inuse_bytes")
+	s.BenchCores = after.self.Sub(before.self).CPU.Seconds() / secs
+	hb := after.heartbeat.Sub(before.heartbeat)
+	s.Renewals, s.LateHeartbeats, s.HeartbeatErrors = hb.Renewals, hb.Late, hb.Errors
+	s.Relists, s.ReportErrors = after.relists-before.relists, after.reports-before.reports
+	s.judge()
+}
+
+// worst is the call whose p99 over the window is the largest share of its
+// bound, among those with minCalls calls or more.
+func worst(after, before map[apimetrics.Call][]stats.Bucket, bound func(apimetrics.Call) time.Duration) CallP99 {
+	var out CallP99
+	share := -1.0
+	for c, buckets := range after {
+		d := stats.SubBuckets(buckets, before[c])
+		n := 0.0
+		for _, b := range d {
+			n = max(n, b.Count)
+		}
+		limit := bound(c)
+		if n < minCalls || limit <= 0 {
+			continue
+		}
+		p99 := time.Duration(stats.HistogramQuantile(0.99, d) * float64(time.Second))
+		if r := float64(p99) / float64(limit); r > share {
+			share, out = r, CallP99{Call: c.String(), P99: p99, Bound: limit, Calls: int(n)}
+		}
+	}
+	return out
+}
+
+// components is each process name's CPU over the window and memory at its
+// end, the server's tree in its order.
+func components(before, after reading) []Component {
+	var out []Component
+	rss := map[string]int64{}
+	for _, m := range after.members {
+		rss[m.Name] += after.usage[m.PID].RSS
+	}
+	for _, p := range deployed.Group(after.members, before.usage, after.usage) {
+		out = append(out, Component{Name: p.Name, Count: p.Count, Cores: p.Usage.CPU.Seconds() / after.at.Sub(before.at).Seconds(), RSS: rss[p.Name]})
+	}
+	return out
+}
+
+// judge holds the step to the SLOs.
+func (s *Step) judge() {
+	s.Reasons = nil
+	if s.WorstMutating.P99 > s.WorstMutating.Bound {
+		s.Reasons = append(s.Reasons, fmt.Sprintf("mutating p99 %v (%s) over %v", s.WorstMutating.P99.Round(time.Millisecond), s.WorstMutating.Call, MutatingSLO))
+	}
+	if s.WorstList.Bound > 0 && s.WorstList.P99 > s.WorstList.Bound {
+		s.Reasons = append(s.Reasons, fmt.Sprintf("list p99 %v (%s) over %v", s.WorstList.P99.Round(time.Millisecond), s.WorstList.Call, s.WorstList.Bound))
+	}
+	if s.PodStartup.P99 > PodStartupSLO {
+		s.Reasons = append(s.Reasons, fmt.Sprintf("pod startup p99 %v over %v", s.PodStartup.P99.Round(time.Millisecond), PodStartupSLO))
+	}
+	s.Held = len(s.Reasons) == 0
+}
+
+// Line is a step's one-line summary.
+func (s Step) Line() string {
+	held := "held"
+	if !s.Held {
+		held = "NOT held: " + strings.Join(s.Reasons, "; ")
+	}
+	return fmt.Sprintf("%d nodes: pod startup p50/p99 %v/%v, %.0f pods bound/s, mutating p99 %v (%s), list p99 %v (%s), watch events %.0f/s (%.1f MiB/s), endpoints %v after the last pod; %s",
+		s.Nodes, s.PodStartup.P50.Round(time.Millisecond), s.PodStartup.P99.Round(time.Millisecond), s.BoundPerSecond,
+		s.WorstMutating.P99.Round(time.Millisecond), s.WorstMutating.Call, s.WorstList.P99.Round(time.Millisecond), s.WorstList.Call,
+		s.WatchEventsPerSecond, s.WatchBytesPerSecond/(1<<20), s.EndpointsLag.Round(time.Millisecond), held)
+}
+
+// Cores is the CPU of the processes named name.
+func (s Step) Cores(name string) float64 {
+	for _, p := range s.Processes {
+		if p.Name == name {
+			return p.Cores
+		}
+	}
+	return math.NaN()
+}
+
+// Result is the scenario's steps, each build's fresh server per round.
+type Result struct {
+	Config Config
+	Steps  []Step
+}
+
+// LargestHeld is the largest node count up to which every step of
+// flavour held in every round, 0 when the first did not.
+func (r *Result) LargestHeld(flavour string) int {
+	held := map[int]bool{}
+	for _, s := range r.Steps {
+		if s.Flavour != flavour {
+			continue
+		}
+		if ok, seen := held[s.Nodes]; !seen || ok {
+			held[s.Nodes] = s.Held
+		}
+	}
+	counts := make([]int, 0, len(held))
+	for n := range held {
+		counts = append(counts, n)
+	}
+	sort.Ints(counts)
+	largest := 0
+	for _, n := range counts {
+		if !held[n] {
+			break
+		}
+		largest = n
+	}
+	return largest
+}
+
+// CSVHeader and CSVRows are the steps as raw data (cluster.csv); the
+// processes are in cluster-processes.csv.
+func (r *Result) CSVHeader() []string {
+	return []string{"flavour", "round", "nodes", "watches", "pods", "window_s", "held", "reasons",
+		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
+		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
+		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
+		"apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors"}
+}
+
+func (r *Result) CSVRows() [][]string {
+	var rows [][]string
+	f := stats.CSVFloat
+	ms := func(d time.Duration) string { return f(float64(d) / float64(time.Millisecond)) }
+	for _, s := range r.Steps {
+		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Watches), fmt.Sprint(s.Pods),
+			f(s.Window.Seconds()), fmt.Sprint(s.Held), strings.Join(s.Reasons, "; "),
+			ms(s.PodStartup.P50), ms(s.PodStartup.P90), ms(s.PodStartup.P99), ms(s.Scheduling.P99), f(s.BoundPerSecond), ms(s.EndpointsLag),
+			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
+			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
+			f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors)})
+	}
+	return rows
+}
+
+// serverCores is the CPU of the server's whole tree (control plane, its
+// node's kubelet, containerd and pods).
+func (s Step) serverCores() float64 {
+	total := 0.0
+	for _, p := range s.Processes {
+		total += p.Cores
+	}
+	return total
+}
+
+// ProcessCSV is cluster-processes.csv: each step's processes.
+func (r *Result) ProcessCSV() [][]string {
+	rows := [][]string{{"flavour", "round", "nodes", "process", "count", "cores", "rss_mib"}}
+	for _, s := range r.Steps {
+		for _, p := range s.Processes {
+			rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), p.Name, fmt.Sprint(p.Count),
+				stats.CSVFloat(p.Cores), stats.CSVFloat(float64(p.RSS) / (1 << 20))})
+		}
+	}
+	return rows
+}
+
+// Markdown is the summary's section: each step of each build and round,
+// then the largest node count held.
+func (r *Result) Markdown() string {
+	var b strings.Builder
+	c := r.Config
+	fmt.Fprintf(&b, "\n## The whole cluster: %d pods a step in Deployments of %d with a Service each, created at %v pods/s; %d watches per simulated node\n\n",
+		c.Pods, c.Replicas, c.Pace, len(NodeWatches))
+	b.WriteString("Window: from the first create to the last endpoint ready. SLOs: mutating call p99 <= 1 s, list p99 <= 1/5/30 s (resource/namespace/cluster scope), pod startup p99 <= 5 s (first seen to running and ready). Watch events: what kube-apiserver sent, per second.\n\n")
+	b.WriteString("| build | round | nodes | pod startup p50 / p99 | bound/s | endpoints after the last pod | worst mutating p99 | worst list p99 | watch events/s (MiB/s) | per node, events/s | control-plane cores | kube-apiserver heap MiB | held |\n")
+	b.WriteString("|---|---:|---:|---|---:|---|---|---|---|---:|---:|---:|---|\n")
+	for _, s := range r.Steps {
+		held := "yes"
+		if !s.Held {
+			held = "no: " + strings.Join(s.Reasons, "; ")
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %v / %v | %.1f | %v | %v (%s) | %v (%s) | %.0f (%.2f) | %.2f | %.2f | %.0f | %s |\n",
+			s.Flavour, s.Round, s.Nodes, s.PodStartup.P50.Round(time.Millisecond), s.PodStartup.P99.Round(time.Millisecond), s.BoundPerSecond,
+			s.EndpointsLag.Round(time.Millisecond), s.WorstMutating.P99.Round(time.Millisecond), s.WorstMutating.Call,
+			s.WorstList.P99.Round(time.Millisecond), s.WorstList.Call, s.WatchEventsPerSecond, s.WatchBytesPerSecond/(1<<20),
+			s.NodeEventsPerSecond/float64(s.Nodes), s.serverCores(), s.APIServerHeap/(1<<20), held)
+	}
+	b.WriteString("\n")
+	for _, flavour := range r.flavours() {
+		fmt.Fprintf(&b, "%s: largest node count holding every SLO: %d.\n", flavour, r.LargestHeld(flavour))
+	}
+	r.kindsMarkdown(&b)
+	return b.String()
+}
+
+func (r *Result) flavours() []string {
+	var out []string
+	for _, s := range r.Steps {
+		if !slices.Contains(out, s.Flavour) {
+			out = append(out, s.Flavour)
+		}
+	}
+	return out
+}
+
+// kindsMarkdown breaks the watch events down by kind at each step.
+func (r *Result) kindsMarkdown(b *strings.Builder) {
+	kinds := map[string]bool{}
+	for _, s := range r.Steps {
+		for k, v := range s.WatchEventsByKind {
+			if v > 0 {
+				kinds[k] = true
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	names := make([]string, 0, len(kinds))
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	b.WriteString("\nWatch events sent per second, by kind:\n\n| build | round | nodes |")
+	for _, k := range names {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|", len(names)) + "\n")
+	for _, s := range r.Steps {
+		fmt.Fprintf(b, "| %s | %d | %d |", s.Flavour, s.Round, s.Nodes)
+		for _, k := range names {
+			fmt.Fprintf(b, " %.0f |", s.WatchEventsByKind[k])
+		}
+		b.WriteString("\n")
+	}
+}
