@@ -55,7 +55,7 @@ const (
 // Fixed timings.
 const (
 	// Settle is how long a step waits after its nodes' watches have
-	// listed, before its window opens (first Lease renewals, the node
+	// listed before it creates its load (first Lease renewals, the node
 	// controllers' first look at the new Nodes).
 	Settle = 15 * time.Second
 	// RunTimeout bounds the wait for a step's pods to run, EndpointsTimeout
@@ -190,6 +190,17 @@ type stepRun struct {
 // step brings the cluster to r.to nodes, then loads and reads it.
 func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface, r stepRun) (Step, error) {
 	s := Step{Nodes: r.to, Watches: r.to * len(NodeWatches)}
+	ns := StepNamespace(r.k)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return s, fmt.Errorf("creating namespace %s: %w", ns, err)
+	}
+	// The window opens before the new nodes register: their first lists
+	// (a re-list of everything a node watches, as after a restart) are
+	// part of what the step costs.
+	before, err := read(ctx, client, env.ServerPID, r)
+	if err != nil {
+		return s, err
+	}
 	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d, their heartbeats and %d watches each", r.to, r.from+1, r.to, len(NodeWatches)))
 	if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
 		return s, err
@@ -201,20 +212,14 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err := r.nodes.waitSynced(ctx, int64(s.Watches)+1, SyncTimeout); err != nil {
 		return s, err
 	}
-	ns := StepNamespace(r.k)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return s, fmt.Errorf("creating namespace %s: %w", ns, err)
-	}
+	s.Joined = time.Since(before.at)
 	if err := clock.Sleep(ctx, Settle); err != nil {
 		return s, err
 	}
-	before, err := read(ctx, client, env.ServerPID, r)
-	if err != nil {
-		return s, err
-	}
 	env.Progress(fmt.Sprintf("%d nodes: creating %d Deployments of %d with a Service each, %v pods a second", r.to, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace))
+	createStart := time.Now()
 	createErr := createAtPace(ctx, client, ns, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace)
-	s.Created = time.Since(before.at)
+	s.Created = time.Since(createStart)
 	if createErr != nil {
 		return s, createErr
 	}

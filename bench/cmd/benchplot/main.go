@@ -35,6 +35,7 @@ func main() {
 		{"watchcache.csv", watchCachePlot},
 		{"joins.csv", joinsPlots},
 		{"schedule.csv", schedulePlots},
+		{"cluster.csv", clusterPlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -155,6 +156,17 @@ func schedulePlots(dir string, rows []map[string]string) error {
 	return medianBars(dir, rows, key,
 		barChart{"pods_per_s", "schedule-rate.png", "Scheduler: pods bound per second (build, nodes)", "pods/s"},
 		barChart{"scheduler_cpu_us_per_pod", "schedule-cpu.png", "Scheduler: CPU per pod (build, nodes)", "CPU-us/pod"})
+}
+
+// clusterPlots draws the cluster scenario per build and node count: pod
+// startup p99 (SLO 5 s), the watch events kube-apiserver sent, and the
+// server's CPU.
+func clusterPlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["flavour"] + " " + r["nodes"] }
+	return medianBars(dir, rows, key,
+		barChart{"pod_startup_p99_ms", "cluster-startup.png", "Whole cluster: pod startup p99 (build, nodes)", "ms; SLO 5000 ms"},
+		barChart{"watch_events_per_s", "cluster-watch-events.png", "Whole cluster: watch events sent per second (build, nodes)", "events/s"},
+		barChart{"control_plane_cores", "cluster-cpu.png", "Whole cluster: the server's CPU (build, nodes)", "cores"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
