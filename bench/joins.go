@@ -34,20 +34,37 @@ func runJoins(ctx context.Context, o Options, rep *Report) error {
 // time; logs under the results' runs/SCENARIO-BUILD-ROUND), and runs fn
 // on it; the cluster is taken down whatever fn returned.
 func eachFreshServer(ctx context.Context, o Options, scenario string, fn func(c *scaleout.Cluster, flavour string, round int) error) error {
+	var variants []serverVariant
+	for _, flavour := range deployed.Flavours {
+		variants = append(variants, serverVariant{Name: flavour, K1M: o.Deployed.Binary(flavour)})
+	}
+	return eachFresh(ctx, o, scenario, variants, fn)
+}
+
+// serverVariant is a fresh server's binary and arguments, by name.
+type serverVariant struct {
+	Name string
+	K1M  string
+	Args []string
+}
+
+// eachFresh brings up one fresh `k1m server` of each variant per round,
+// as eachFreshServer does for the builds.
+func eachFresh(ctx context.Context, o Options, scenario string, variants []serverVariant, fn func(c *scaleout.Cluster, variant string, round int) error) error {
 	runsDir := filepath.Join(o.Results, "runs")
 	for round := 1; round <= o.Rounds; round++ {
-		order := slices.Clone(deployed.Flavours)
+		order := slices.Clone(variants)
 		if round%2 == 0 {
 			slices.Reverse(order)
 		}
-		for _, flavour := range order {
-			clusterDir := filepath.Join(runsDir, fmt.Sprintf("%s-%s-%d", scenario, flavour, round))
-			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", scenario, round, o.Rounds, flavour, clusterDir)
-			shape := scaleout.Shape{Name: scenario + "-" + flavour, Servers: 1, K1M: o.Deployed.Binary(flavour)}
+		for _, v := range order {
+			clusterDir := filepath.Join(runsDir, fmt.Sprintf("%s-%s-%d", scenario, v.Name, round))
+			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", scenario, round, o.Rounds, v.Name, clusterDir)
+			shape := scaleout.Shape{Name: scenario + "-" + v.Name, Servers: 1, K1M: v.K1M, ServerArgs: v.Args}
 			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
-			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error { return fn(c, flavour, round) })
+			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error { return fn(c, v.Name, round) })
 			if err != nil {
-				return fmt.Errorf("%s, %s, round %d: %w", scenario, flavour, round, err)
+				return fmt.Errorf("%s, %s, round %d: %w", scenario, v.Name, round, err)
 			}
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/stats"
@@ -41,6 +42,7 @@ type Report struct {
 	Joins             *joins.Result       `json:",omitempty"`
 	Schedule          *schedule.Result    `json:",omitempty"`
 	Cluster           *clusterload.Result `json:",omitempty"`
+	Proxy             *proxymode.Result   `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -278,6 +280,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
+		rows := append([][]string{rep.Proxy.CSVHeader()}, rep.Proxy.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "proxy.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -386,6 +394,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Cluster != nil && len(rep.Cluster.Steps) > 0 {
 		b.WriteString(rep.Cluster.Markdown())
+	}
+	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
+		b.WriteString(rep.Proxy.Markdown())
 	}
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
+	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/watchcache"
@@ -23,11 +24,11 @@ import (
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster", "proxy")
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
-// deployed, joins, schedule and cluster bring up local clusters and are
-// asked for by name.
+// deployed, joins, schedule, cluster and proxy bring up local clusters and
+// are asked for by name.
 var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
 // Options of a run.
@@ -65,6 +66,8 @@ type Options struct {
 	Schedule schedule.Config
 	// Cluster is the cluster scenario's node counts and load.
 	Cluster clusterload.Config
+	// Proxy is the proxy scenario's Service counts and churn.
+	Proxy proxymode.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string
@@ -104,6 +107,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runSchedule(ctx, o, rep)
 		case "cluster":
 			err = runCluster(ctx, o, rep)
+		case "proxy":
+			err = runProxy(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

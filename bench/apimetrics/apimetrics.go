@@ -136,21 +136,31 @@ func (s Snapshot) latencies(pick func(*dto.Metric) (Call, bool)) map[Call][]stat
 		if sums[key] == nil {
 			sums[key] = map[float64]float64{}
 		}
-		h := m.GetHistogram()
-		hasInf := false
-		for _, b := range h.GetBucket() {
-			sums[key][b.GetUpperBound()] += float64(b.GetCumulativeCount())
-			hasInf = hasInf || math.IsInf(b.GetUpperBound(), +1)
-		}
-		if !hasInf { // the exposition may leave the +Inf bucket implicit
-			sums[key][math.Inf(1)] += float64(h.GetSampleCount())
-		}
+		addHistogram(sums[key], m.GetHistogram())
 	}
 	out := map[Call][]stats.Bucket{}
 	for key, bounds := range sums {
-		for le, n := range bounds {
-			out[key] = append(out[key], stats.Bucket{UpperBound: le, Count: n})
-		}
+		out[key] = buckets(bounds)
+	}
+	return out
+}
+
+// addHistogram adds h's cumulative counts to sums, by upper bound.
+func addHistogram(sums map[float64]float64, h *dto.Histogram) {
+	hasInf := false
+	for _, b := range h.GetBucket() {
+		sums[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+		hasInf = hasInf || math.IsInf(b.GetUpperBound(), +1)
+	}
+	if !hasInf { // the exposition may leave the +Inf bucket implicit
+		sums[math.Inf(1)] += float64(h.GetSampleCount())
+	}
+}
+
+func buckets(sums map[float64]float64) []stats.Bucket {
+	out := make([]stats.Bucket, 0, len(sums))
+	for le, n := range sums {
+		out = append(out, stats.Bucket{UpperBound: le, Count: n})
 	}
 	return out
 }
@@ -181,4 +191,24 @@ func (s Snapshot) Gauge(name string) float64 {
 		return math.NaN()
 	}
 	return f.GetMetric()[0].GetGauge().GetValue()
+}
+
+// Histogram is the cumulative histogram of family name, every series
+// summed (e.g. kube-proxy's kubeproxy_network_programming_duration_seconds).
+func (s Snapshot) Histogram(name string) []stats.Bucket {
+	sums := map[float64]float64{}
+	for _, m := range s[name].GetMetric() {
+		addHistogram(sums, m.GetHistogram())
+	}
+	return buckets(sums)
+}
+
+// Sum is the sum of family name's series (counters and gauges), 0 when
+// it is absent.
+func (s Snapshot) Sum(name string) float64 {
+	total := 0.0
+	for _, m := range s[name].GetMetric() {
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return total
 }

@@ -120,3 +120,29 @@ func sortedBuckets(m map[Call][]stats.Bucket) map[Call][]stats.Bucket {
 	}
 	return out
 }
+
+func TestHistogramAndSumAddEverySeries(t *testing.T) {
+	s, err := Parse(`# TYPE kubeproxy_network_programming_duration_seconds histogram
+kubeproxy_network_programming_duration_seconds_bucket{le="1"} 2
+kubeproxy_network_programming_duration_seconds_bucket{le="+Inf"} 3
+kubeproxy_network_programming_duration_seconds_sum 2
+kubeproxy_network_programming_duration_seconds_count 3
+# TYPE kubeproxy_sync_proxy_rules_endpoint_changes_pending gauge
+kubeproxy_sync_proxy_rules_endpoint_changes_pending 4
+# TYPE kubeproxy_sync_proxy_rules_endpoint_changes_total counter
+kubeproxy_sync_proxy_rules_endpoint_changes_total{a="x"} 5
+kubeproxy_sync_proxy_rules_endpoint_changes_total{a="y"} 6
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sortedBuckets(map[Call][]stats.Bucket{{}: s.Histogram("kubeproxy_network_programming_duration_seconds")})[Call{}]
+	want := []stats.Bucket{{UpperBound: 1, Count: 2}, {UpperBound: math.Inf(1), Count: 3}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Histogram = %v, want %v", got, want)
+	}
+	sums := [3]float64{s.Sum("kubeproxy_sync_proxy_rules_endpoint_changes_pending"), s.Sum("kubeproxy_sync_proxy_rules_endpoint_changes_total"), s.Sum("absent")}
+	if sums != [3]float64{4, 11, 0} {
+		t.Errorf("Sum of the gauge, the counter and an absent family = %v, want [4 11 0]", sums)
+	}
+}

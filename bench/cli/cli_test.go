@@ -16,6 +16,7 @@ import (
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/pkg/config"
 )
@@ -169,7 +170,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -221,6 +222,14 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("cluster") +
 			"\n--cluster-nodes 0: want ascending positive node counts, e.g. 500,1000,2000\n--cluster-pods 15: want a positive multiple of --cluster-replicas (10), e.g. 1000" +
 			"\n--cluster-pace 0: want pods a second above 0, e.g. 20\n--cluster-nodes-per-connection 0: want at least 1, e.g. 50"},
+		{"proxy", func(o *RunOptions) {
+			o.Scenarios, o.ProxyServices, o.Proxy.ChangeRate, o.Proxy.Window = "proxy", "10000,1000", 0, time.Millisecond
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("proxy") + "\n" +
+			"--proxy-services 10000,1000: want ascending positive Service counts, e.g. 1000,10000\n" +
+			"--proxy-change-rate 0: want changes a second above 0, e.g. 10\n--proxy-window 1ms: want at least 1s, e.g. 30s"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -258,6 +267,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
 		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
 		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
@@ -279,6 +289,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
 		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
 		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)

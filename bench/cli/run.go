@@ -19,6 +19,7 @@ import (
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
+	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/pkg/config"
@@ -100,6 +101,10 @@ type RunOptions struct {
 	// --cluster-nodes-per-connection (Deployed's two builds too).
 	ClusterNodes string
 	Cluster      clusterload.Config
+	// ProxyServices, Proxy hold --proxy-services (comma-separated),
+	// --proxy-change-rate and --proxy-window (the stock build's k1m).
+	ProxyServices string
+	Proxy         proxymode.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -122,6 +127,8 @@ func DefaultRunOptions() RunOptions {
 		ClusterNodes:  "500,1000,2000",
 		Cluster: clusterload.Config{Pods: clusterload.DefaultPods, Replicas: clusterload.DefaultReplicas, Pace: clusterload.DefaultPace,
 			NodesPerConnection: clusterload.DefaultNodesPerConnection},
+		ProxyServices: "1000,10000",
+		Proxy:         proxymode.Config{ChangeRate: proxymode.DefaultChangeRate, Window: proxymode.DefaultWindow},
 	}
 }
 
@@ -159,6 +166,9 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Cluster.Pods, "cluster-pods", o.Cluster.Pods, "cluster: pods created at each node count (a multiple of --cluster-replicas)")
 	fs.IntVar(&o.Cluster.Replicas, "cluster-replicas", o.Cluster.Replicas, "cluster: pods per Deployment (each with a Service)")
 	fs.Float64Var(&o.Cluster.Pace, "cluster-pace", o.Cluster.Pace, "cluster: pods a second the Deployments are created at")
+	fs.StringVar(&o.ProxyServices, "proxy-services", o.ProxyServices, "proxy: the Service counts, ascending, comma-separated")
+	fs.Float64Var(&o.Proxy.ChangeRate, "proxy-change-rate", o.Proxy.ChangeRate, "proxy: EndpointSlice changes a second over each window")
+	fs.DurationVar(&o.Proxy.Window, "proxy-window", o.Proxy.Window, "proxy: how long the changes go on at each Service count")
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
@@ -258,7 +268,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -284,6 +294,7 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c.Scenarios, _ = parseScenarios(o.Scenarios)
 	c.Schedule.Steps = parseCounts(o.ScheduleNodes)
 	c.Cluster.Steps = parseCounts(o.ClusterNodes)
+	c.Proxy.Steps = parseCounts(o.ProxyServices)
 	return c
 }
 
@@ -343,7 +354,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins", "schedule", "cluster"} {
+	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -362,6 +373,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "cluster") {
 		errs = append(errs, o.Cluster.Validate())
+	}
+	if slices.Contains(o.Scenarios, "proxy") {
+		errs = append(errs, o.Proxy.Validate())
 	}
 	return errors.Join(errs...)
 }
