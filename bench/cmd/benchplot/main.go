@@ -36,6 +36,7 @@ func main() {
 		{"joins.csv", joinsPlots},
 		{"schedule.csv", schedulePlots},
 		{"cluster.csv", clusterPlots},
+		{"proxy.csv", proxyPlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -167,6 +168,15 @@ func clusterPlots(dir string, rows []map[string]string) error {
 		barChart{"pod_startup_p99_ms", "cluster-startup.png", "Whole cluster: pod startup p99 (build, nodes)", "ms; SLO 5000 ms"},
 		barChart{"watch_events_per_s", "cluster-watch-events.png", "Whole cluster: watch events sent per second (build, nodes)", "events/s"},
 		barChart{"control_plane_cores", "cluster-cpu.png", "Whole cluster: the server's CPU (build, nodes)", "cores"})
+}
+
+// proxyPlots draws the proxy scenario per mode and Service count: the
+// network programming p99 and kube-proxy's CPU per change.
+func proxyPlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["mode"] + " " + r["services"] }
+	return medianBars(dir, rows, key,
+		barChart{"programming_p99_ms", "proxy-programming.png", "kube-proxy: network programming p99 (mode, Services)", "ms"},
+		barChart{"proxy_cpu_ms_per_change", "proxy-cpu.png", "kube-proxy: CPU per EndpointSlice change (mode, Services)", "CPU-ms/change"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
