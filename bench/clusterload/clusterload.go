@@ -167,6 +167,10 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		}
 		env.Progress(s.Line())
 		steps = append(steps, s)
+		if len(s.Unfinished) > 0 {
+			env.Progress(fmt.Sprintf("%d nodes: the step did not finish; no larger step", n))
+			break
+		}
 	}
 	return steps, nil
 }
@@ -223,20 +227,53 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if createErr != nil {
 		return s, createErr
 	}
+	// A step whose pods or endpoints do not get there in time is
+	// measured all the same, and not held: the ramp stops after it.
+	var unfinished []string
 	run, err := r.pods.waitRunning(ctx, ns, cfg.Pods, RunTimeout)
 	if err != nil {
-		return s, err
+		unfinished = append(unfinished, err.Error())
 	}
-	endpoints, err := waitEndpoints(ctx, client, ns, cfg.Pods, EndpointsTimeout)
-	if err != nil {
-		return s, err
+	endpoints := time.Now()
+	if err == nil {
+		endpoints, err = waitEndpoints(ctx, client, ns, cfg.Pods, EndpointsTimeout)
+		if err != nil {
+			unfinished = append(unfinished, err.Error())
+		}
+	}
+	if ctx.Err() != nil {
+		return s, ctx.Err()
 	}
 	after, err := read(ctx, client, env.ServerPID, r)
 	if err != nil {
 		return s, err
 	}
 	s.fill(run, endpoints, before, after)
+	if s.NotReady, err = notReady(ctx, client); err != nil {
+		return s, err
+	}
+	s.judge(unfinished)
 	return s, nil
+}
+
+// notReady counts the simulated nodes not Ready (late heartbeats: the
+// node lifecycle controller then marks their pods not ready).
+func notReady(ctx context.Context, client kubernetes.Interface) (int, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: simulatedNodeLabel + "=" + simulatedNodeValue, ResourceVersion: "0"})
+	if err != nil {
+		return 0, fmt.Errorf("listing the simulated nodes: %w", err)
+	}
+	n := 0
+	for _, node := range list.Items {
+		ready := false
+		for _, c := range node.Status.Conditions {
+			ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+		}
+		if !ready {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // waitSynced waits until want watches have listed once.

@@ -191,3 +191,18 @@ func TestLargestHeldStopsAtTheFirstStepNotHeld(t *testing.T) {
 		t.Errorf("LargestHeld(stock) = %d, want 0 (its first step failed)", got)
 	}
 }
+
+func TestJudgeNamesEachReason(t *testing.T) {
+	s := Step{NotReady: 3, PodStartup: stats.Latency{P99: 6 * time.Second},
+		WorstMutating: CallP99{Call: "POST services", P99: 2 * time.Second, Bound: time.Second},
+		WorstList:     CallP99{Call: "LIST pods (cluster)", P99: time.Second, Bound: 30 * time.Second}}
+	s.judge([]string{"10 of 20 running"})
+	want := []string{"10 of 20 running", "3 simulated nodes NotReady", "mutating p99 2s (POST services) over 1s", "pod startup p99 6s over 5s"}
+	if s.Held || !reflect.DeepEqual(s.Reasons, want) {
+		t.Errorf("judge: held %v, reasons %q, want not held, %q", s.Held, s.Reasons, want)
+	}
+	ok := Step{WorstMutating: CallP99{P99: time.Second, Bound: time.Second}}
+	if ok.judge(nil); !ok.Held || ok.Reasons != nil {
+		t.Errorf("judge of a step within every bound: held %v, reasons %q", ok.Held, ok.Reasons)
+	}
+}

@@ -41,6 +41,8 @@ type Step struct {
 
 	Renewals, LateHeartbeats, HeartbeatErrors int64
 	Relists, ReportErrors                     int64
+	NotReady                                  int      // simulated nodes not Ready at the window's end
+	Unfinished                                []string `json:",omitempty"` // pods not running or endpoints not ready in time
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -90,7 +92,6 @@ func (s *Step) fill(run startup, endpointsReady time.Time, before, after reading
 	hb := after.heartbeat.Sub(before.heartbeat)
 	s.Renewals, s.LateHeartbeats, s.HeartbeatErrors = hb.Renewals, hb.Late, hb.Errors
 	s.Relists, s.ReportErrors = after.relists-before.relists, after.reports-before.reports
-	s.judge()
 }
 
 // worst is the call whose p99 over the window is the largest share of its
@@ -130,9 +131,14 @@ func components(before, after reading) []Component {
 	return out
 }
 
-// judge holds the step to the SLOs.
-func (s *Step) judge() {
-	s.Reasons = nil
+// judge holds the step to the SLOs, and to having finished with every
+// node Ready.
+func (s *Step) judge(unfinished []string) {
+	s.Unfinished = unfinished
+	s.Reasons = append([]string(nil), unfinished...)
+	if s.NotReady > 0 {
+		s.Reasons = append(s.Reasons, fmt.Sprintf("%d simulated nodes NotReady", s.NotReady))
+	}
 	if s.WorstMutating.P99 > s.WorstMutating.Bound {
 		s.Reasons = append(s.Reasons, fmt.Sprintf("mutating p99 %v (%s) over %v", s.WorstMutating.P99.Round(time.Millisecond), s.WorstMutating.Call, MutatingSLO))
 	}
@@ -207,7 +213,7 @@ func (r *Result) CSVHeader() []string {
 		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
-		"joined_s", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors"}
+		"joined_s", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -221,7 +227,7 @@ func (r *Result) CSVRows() [][]string {
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
 			f(s.Joined.Seconds()), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
-			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors)})
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady)})
 	}
 	return rows
 }
