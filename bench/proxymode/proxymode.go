@@ -112,8 +112,9 @@ func (s Step) CPUPerChange() float64 {
 
 // Line is a step's one-line summary.
 func (s Step) Line() string {
-	return fmt.Sprintf("%s, %d Services: programmed in p50 %v / p99 %v, sync p50 %v / p99 %v (%d syncs), kube-proxy %.2f cores (%.1f CPU-ms per change), first programming %v after the last create",
-		s.Mode, s.Services, s.Programming.P50, s.Programming.P99, s.SyncP50, s.SyncP99, s.Syncs, s.ProxyCores, s.CPUPerChange(), s.CaughtUp.Round(100*time.Millisecond))
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%d Services: programmed in p50 %v / p99 %v, sync p50 %v / p99 %v (%d syncs), kube-proxy %.3f cores (%.1f CPU-ms per change), first programming %v after the last create",
+		s.Services, ms(s.Programming.P50), ms(s.Programming.P99), ms(s.SyncP50), ms(s.SyncP99), s.Syncs, s.ProxyCores, s.CPUPerChange(), s.CaughtUp.Round(100*time.Millisecond))
 }
 
 // Env is the cluster a run measures.
