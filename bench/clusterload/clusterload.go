@@ -60,8 +60,8 @@ const (
 	Settle = 15 * time.Second
 	// RunTimeout bounds the wait for a step's pods to run, EndpointsTimeout
 	// the wait for their endpoints after that.
-	RunTimeout       = 10 * time.Minute
-	EndpointsTimeout = 5 * time.Minute
+	RunTimeout       = 5 * time.Minute
+	EndpointsTimeout = 2 * time.Minute
 	// SyncTimeout bounds the wait for new nodes' watches to list.
 	SyncTimeout = 10 * time.Minute
 	// reportWorkers send the simulated kubelets' pod status reports.
