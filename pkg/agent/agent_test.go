@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/nodename"
+	"k1m.dev/k1m/pkg/podnet"
 )
 
 func TestJoinErrorsSpeakTheUsersWords(t *testing.T) {
@@ -69,5 +71,19 @@ func TestNodeNameIsTheDataDirectorys(t *testing.T) {
 	want := "--node-name k1m-node-2 (the host name when not given): the data directory " + dir + " was made for node k1m-node-1: start it with --node-name k1m-node-1, or give this node an empty --data-dir (and remove the old one: k1m kubectl delete node k1m-node-1)"
 	if err := checkNodeName(dir, cert, "k1m-node-2"); err == nil || err.Error() != want {
 		t.Errorf("another name:\n got %v\nwant %s", err, want)
+	}
+}
+
+// The node's routes come from the servers' route ConfigMaps unless the
+// cluster's pod ranges are routed by the provider (k1m-cluster's
+// podRoutes, k1m when an earlier release wrote none).
+func TestRouteSourceFollowsTheCluster(t *testing.T) {
+	for routes, want := range map[constants.PodRoutes]podnet.RouteSource{
+		constants.PodRoutesK1m:      podnet.RoutesPublished,
+		constants.PodRoutesProvider: podnet.RoutesByProvider,
+	} {
+		if got := routeSource(routes); got != want {
+			t.Errorf("routeSource(%s) = %v, want %v", routes, got, want)
+		}
 	}
 }

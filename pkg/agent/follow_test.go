@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
 )
 
@@ -21,7 +22,7 @@ import (
 // nothing; the first new lease profile is sent, once.
 func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
-		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108"}
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
 	otherDNS := running
 	otherDNS.ClusterDNS = "fddf:4035:b510::b"
 	next := running
@@ -60,7 +61,7 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 // removed servers reaches the balancer, without a lease change.
 func TestWatchSettingsPassesRemovedServers(t *testing.T) {
 	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
-		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108"}
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
 	client := fake.NewSimpleClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/podnet"
 )
 
@@ -10,9 +11,22 @@ import (
 func (n *node) enableForwarding(context.Context) error { return podnet.EnableForwarding() }
 
 // runPodNetwork starts the controller that writes the node's CNI config
-// and routes the pod ranges other nodes publish.
+// and routes the pod ranges the servers publish, or none when the
+// cluster's pod ranges are routed by the provider's network (k1m-cluster's
+// podRoutes).
 func (n *node) runPodNetwork(ctx context.Context) error {
 	p := n.cfg.Paths
-	podnet.Network{Self: n.cfg.NodeName, ConfDir: p.CNIConfDir, IPAMDir: p.CNIIPAMDir, Published: true}.Run(ctx, n.client)
+	podnet.Network{Self: n.cfg.NodeName, ConfDir: p.CNIConfDir, IPAMDir: p.CNIIPAMDir, Routes: routeSource(n.settings.PodRoutes)}.Run(ctx, n.client)
+	if n.settings.PodRoutes == constants.PodRoutesProvider {
+		n.say("pod ranges routed by the provider's network (k1m-cluster's podRoutes: %s): the node installs no routes to other nodes' pods", n.settings.PodRoutes)
+	}
 	return nil
+}
+
+// routeSource is where the node's routes to other nodes' pods come from.
+func routeSource(routes constants.PodRoutes) podnet.RouteSource {
+	if routes == constants.PodRoutesProvider {
+		return podnet.RoutesByProvider
+	}
+	return podnet.RoutesPublished
 }

@@ -38,6 +38,14 @@ func requireClusterDomain(domain string) error {
 	return nil
 }
 
+// requirePodRoutes wants one of constants.PodRoutesValues.
+func requirePodRoutes(routes string) error {
+	if _, ok := constants.ParsePodRoutes(routes); !ok {
+		return fmt.Errorf("--pod-routes %q: want %s (k1m: the servers publish each node's route and every node installs the others'; provider: the provider's network routes each node's pod range to the node)", routes, constants.PodRoutesForms())
+	}
+	return nil
+}
+
 // fixedPorts are the ports a server uses that no flag moves (loopback
 // listeners of docs/security.md, and the kubelet's).
 var fixedPorts = []struct {

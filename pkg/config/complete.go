@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -16,6 +17,8 @@ type CompletedServer struct {
 	Server // the flags, with defaults that depend on others filled in
 	// Lease is the lease profile --node-lease-renew-interval decides.
 	Lease LeaseProfile
+	// Routes is --pod-routes: who routes each node's pod range.
+	Routes constants.PodRoutes
 	// KubernetesServiceIP and DNSServiceIP are the first and tenth
 	// addresses of --service-cidr.
 	KubernetesServiceIP, DNSServiceIP net.IP
@@ -52,6 +55,7 @@ func (s Server) Complete() (*CompletedServer, error) {
 	}
 	// Validate checked every one of these; they cannot fail here.
 	c.Lease, _ = LeaseProfileFor(s.RenewInterval)
+	c.Routes, _ = constants.ParsePodRoutes(s.PodRoutes)
 	c.PassThrough, _ = s.PassThrough()
 	c.MemoryLimitBytes, _ = ParseMemoryLimit(s.MemoryLimit)
 	if s.JoinServer != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"k1m.dev/k1m/pkg/componentargs"
+	"k1m.dev/k1m/pkg/constants"
 )
 
 func parse(t *testing.T, file string, args ...string) (Server, error) {
@@ -115,6 +116,43 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		}
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", arg, err, want)
+		}
+	}
+}
+
+// --pod-routes defaults to k1m, takes provider from a flag or the config
+// file, resolves to its constant, and refuses anything else whole.
+func TestPodRoutes(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		args []string
+		want constants.PodRoutes
+	}{
+		{"", nil, constants.PodRoutesK1m},
+		{"", []string{"--pod-routes=provider"}, constants.PodRoutesProvider},
+		{"pod-routes: provider\n", nil, constants.PodRoutesProvider},
+		{"pod-routes: provider\n", []string{"--pod-routes=k1m"}, constants.PodRoutesK1m},
+	} {
+		s, err := parse(t, c.file, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Complete()
+		if err != nil {
+			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
+		}
+		if got.Routes != c.want {
+			t.Errorf("file %q, flags %q: routes %s, want %s", c.file, c.args, got.Routes, c.want)
+		}
+	}
+	for _, bad := range []string{"", "Provider", "host-gw"} {
+		s, err := parse(t, "", "--pod-routes="+bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `--pod-routes "` + bad + `": want k1m or provider (k1m: the servers publish each node's route and every node installs the others'; provider: the provider's network routes each node's pod range to the node)`
+		if err := s.Validate(); err == nil || err.Error() != want {
+			t.Errorf("--pod-routes=%s:\n got %v\nwant %s", bad, err, want)
 		}
 	}
 }

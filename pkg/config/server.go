@@ -40,8 +40,11 @@ type Server struct {
 	ClusterCIDR      string
 	ServiceCIDR      string
 	ClusterDomain    string
-	RenewInterval    time.Duration
-	Token            string
+	// PodRoutes says who routes each node's pod range to it, k1m or the
+	// provider's network (constants.PodRoutes): a cluster-wide setting.
+	PodRoutes     string
+	RenewInterval time.Duration
+	Token         string
 	// ClusterInit starts the first server of a multi-server cluster
 	// (or turns a lone server's data into it); JoinServer joins a server
 	// to the cluster of the server at that URL.
@@ -100,6 +103,7 @@ func DefaultServer() Server {
 		ClusterCIDR:     DefaultClusterCIDR,
 		ServiceCIDR:     DefaultServiceCIDR,
 		ClusterDomain:   "cluster.local",
+		PodRoutes:       string(constants.PodRoutesK1m),
 		RenewInterval:   DefaultRenewInterval,
 		ImagesDir:       DefaultImagesDir,
 		ProxyMode:       "iptables",
@@ -124,6 +128,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ClusterCIDR, "cluster-cidr", s.ClusterCIDR, "IPv6 range pods get their addresses from, cut into /64 node ranges")
 	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
+	fs.StringVar(&s.PodRoutes, "pod-routes", s.PodRoutes, "who routes each node's pod range to it, the same on every server of a cluster: k1m (the servers publish a route per node and every node installs the others') or provider (the provider's network routes each node's range to the node's address; nodes install no routes)")
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
 	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (a server's DATA-DIR/server-token; default $K1M_TOKEN, which ps does not show)")
 	fs.BoolVar(&s.ClusterInit, "cluster-init", s.ClusterInit, "start the first server of a multi-server cluster: its etcds serve other servers on the node IP (peer TLS); on a lone server's data, turns it into the first of several")
@@ -241,6 +246,7 @@ func (s *Server) Validate() error {
 		add(fmt.Errorf("--cluster-cidr %s and --service-cidr %s overlap: pick disjoint ranges", s.ClusterCIDR, s.ServiceCIDR))
 	}
 	add(requireClusterDomain(s.ClusterDomain))
+	add(requirePodRoutes(s.PodRoutes))
 	_, err = LeaseProfileFor(s.RenewInterval)
 	add(err)
 	add(s.validateJoin())

@@ -134,3 +134,40 @@ const NodeRenewIntervalAnnotation = "k1m.dev/node-lease-renew-interval"
 // cluster's servers publish themselves in, and joining servers read
 // (package join says what it holds).
 const ServerBootstrapName = "k1m-server-bootstrap"
+
+// PodRoutes says who routes each node's pod range to the node: a
+// cluster-wide setting (`k1m server --pod-routes`), chosen when the cluster
+// is made and published in kube-public/k1m-cluster for every node.
+type PodRoutes string
+
+// The two ways pod ranges are routed.
+const (
+	// PodRoutesK1m: k1m does, host-gw style. One server publishes a route
+	// per node (namespace k1m-pod-routes) and every node installs the
+	// others': each join is an event to every node. The default, and what
+	// a cluster whose k1m-cluster predates the setting runs.
+	PodRoutesK1m PodRoutes = "k1m"
+	// PodRoutesProvider: the provider's network routes each node's pod
+	// range to it (a cloud VPC's route table, say): no server publishes
+	// routes, no node watches or installs any.
+	PodRoutesProvider PodRoutes = "provider"
+)
+
+// PodRoutesValues are the valid PodRoutes, in the order errors name them.
+var PodRoutesValues = []PodRoutes{PodRoutesK1m, PodRoutesProvider}
+
+// ParsePodRoutes reads a PodRoutes; ok is false for anything but one of
+// PodRoutesValues.
+func ParsePodRoutes(s string) (r PodRoutes, ok bool) {
+	for _, v := range PodRoutesValues {
+		if s == string(v) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// PodRoutesForms names the valid PodRoutes for an error: "k1m or provider".
+func PodRoutesForms() string {
+	return string(PodRoutesK1m) + " or " + string(PodRoutesProvider)
+}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // Names of the published objects.
@@ -36,7 +38,14 @@ type Settings struct {
 	// profile are spread over: each waits a random part of it (0: none;
 	// absent in the data of earlier releases).
 	RestartSpread time.Duration
+	// PodRoutes says who routes each node's pod range: k1m's route
+	// publisher and the nodes, or the provider's network (absent in the
+	// data of earlier releases: k1m).
+	PodRoutes constants.PodRoutes
 }
+
+// podRoutesKey is PodRoutes's key in the data.
+const podRoutesKey = "podRoutes"
 
 // Data renders s as ConfigMap data.
 func (s Settings) Data() map[string]string {
@@ -48,6 +57,7 @@ func (s Settings) Data() map[string]string {
 		"clusterCIDR":              s.ClusterCIDR,
 		"serviceCIDR":              s.ServiceCIDR,
 		"leaseChangeRestartSpread": s.RestartSpread.String(),
+		podRoutesKey:               string(s.PodRoutes),
 	}
 }
 
@@ -68,10 +78,27 @@ func SettingsFromData(d map[string]string) (Settings, error) {
 			return Settings{}, fmt.Errorf("%s/%s: leaseChangeRestartSpread %q: want a duration, 0s or more", PublicNamespace, SettingsName, v)
 		}
 	}
+	if s.PodRoutes, err = PodRoutesOf(d); err != nil {
+		return Settings{}, err
+	}
 	for k, v := range map[string]string{"clusterDomain": s.ClusterDomain, "clusterDNS": s.ClusterDNS, "clusterCIDR": s.ClusterCIDR, "serviceCIDR": s.ServiceCIDR} {
 		if v == "" {
 			return Settings{}, fmt.Errorf("%s/%s: %s is empty", PublicNamespace, SettingsName, k)
 		}
 	}
 	return s, nil
+}
+
+// PodRoutesOf reads who routes the pod ranges from k1m-cluster's data:
+// k1m when the key is absent (data an earlier release wrote, or none).
+func PodRoutesOf(d map[string]string) (constants.PodRoutes, error) {
+	v, ok := d[podRoutesKey]
+	if !ok {
+		return constants.PodRoutesK1m, nil
+	}
+	routes, valid := constants.ParsePodRoutes(v)
+	if !valid {
+		return "", fmt.Errorf("%s/%s: %s %q: want %s", PublicNamespace, SettingsName, podRoutesKey, v, constants.PodRoutesForms())
+	}
+	return routes, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/pki"
 
@@ -22,16 +23,31 @@ import (
 
 func TestSettingsRoundTrip(t *testing.T) {
 	s := Settings{RenewInterval: 30 * time.Second, LeaseDurationSeconds: 120, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108",
-		RestartSpread: 1500 * time.Millisecond}
+		RestartSpread: 1500 * time.Millisecond, PodRoutes: constants.PodRoutesProvider}
 	got, err := SettingsFromData(s.Data())
 	if err != nil || got != s {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	// An earlier release's data has no spread: none.
+	if got := s.Data()["podRoutes"]; got != "provider" {
+		t.Errorf("podRoutes in the data: %q, want provider", got)
+	}
+	// An earlier release's data has no spread (none) and no podRoutes
+	// (k1m routed the pod ranges).
 	earlier := s.Data()
 	delete(earlier, "leaseChangeRestartSpread")
-	if got, err := SettingsFromData(earlier); err != nil || got.RestartSpread != 0 {
-		t.Fatalf("data without a spread: %+v, %v; want a spread of 0", got, err)
+	delete(earlier, "podRoutes")
+	older := s
+	older.RestartSpread, older.PodRoutes = 0, constants.PodRoutesK1m
+	if got, err := SettingsFromData(earlier); err != nil || got != older {
+		t.Fatalf("an earlier release's data: %+v, %v; want %+v", got, err, older)
+	}
+	for _, v := range []string{"", "Provider", "host-gw"} {
+		unknown := s.Data()
+		unknown["podRoutes"] = v
+		want := `kube-public/k1m-cluster: podRoutes "` + v + `": want k1m or provider`
+		if _, err := SettingsFromData(unknown); err == nil || err.Error() != want {
+			t.Errorf("podRoutes %q: %v, want %s", v, err, want)
+		}
 	}
 	negative := s.Data()
 	negative["leaseChangeRestartSpread"] = "-1s"
@@ -53,7 +69,8 @@ func fakeServer(t *testing.T, secret string) (*httptest.Server, []byte) {
 	srv.StartTLS()
 	caPEM := certPEM(srv)
 	info, _ := clientcmd.Write(*kubeconfig.Build(srv.URL, caPEM, "", kubeconfig.Credentials{}))
-	settings := Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108"}
+	settings := Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108",
+		PodRoutes: constants.PodRoutesProvider}
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/"+ClusterInfoName):
@@ -80,7 +97,8 @@ func TestDiscoverChecksTheCAAndTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Settings.LeaseDurationSeconds != 40 || string(got.CAPEM) != string(caPEM) {
+	// An agent learns who routes the pod ranges from what it discovers.
+	if got.Settings.LeaseDurationSeconds != 40 || got.Settings.PodRoutes != constants.PodRoutesProvider || string(got.CAPEM) != string(caPEM) {
 		t.Fatalf("discovered %+v", got.Settings)
 	}
 	for _, c := range []struct {

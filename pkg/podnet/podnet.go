@@ -3,8 +3,10 @@
 // and one route per other node's pod range through that node ("host-gw":
 // the nodes share a link, no encapsulation). k1m agent runs it in process,
 // on the routes the servers publish (PublishRoutes: one ConfigMap per node,
-// written when a node joins, leaves or moves, never for a status report);
-// the kind node image runs it as the k1m-cni DaemonSet, on the Nodes.
+// written when a node joins, leaves or moves, never for a status report),
+// or, when the provider's network routes each node's pod range
+// (--pod-routes=provider), with no routes at all; the kind node image runs
+// it as the k1m-cni DaemonSet, on the Nodes.
 package podnet
 
 import (
@@ -113,13 +115,29 @@ type Network struct {
 	Self    string // this node's name
 	ConfDir string // where the CNI config goes (the kubelet's CNI conf dir)
 	IPAMDir string // host-local's data directory
-	// Published: the other nodes' routes come from the route ConfigMaps
-	// k1m's servers publish (RoutesNamespace), and the node watches its own
-	// Node only: nothing here grows with the cluster but the routes. Else
-	// it watches every Node (kind's k1m-cni, for a few nodes and no k1m
-	// server).
-	Published bool
+	Routes  RouteSource
+	// replaceRoute installs a route; nil: netlink.RouteReplace (the tests
+	// record the routes instead).
+	replaceRoute func(*netlink.Route) error
 }
+
+// RouteSource is where a node's routes to the other nodes' pods come from.
+type RouteSource int
+
+// The route sources.
+const (
+	// RoutesFromNodes: the node watches every Node (kind's k1m-cni, for a
+	// few nodes and no k1m server).
+	RoutesFromNodes RouteSource = iota
+	// RoutesPublished: from the route ConfigMaps k1m's servers publish
+	// (RoutesNamespace), and the node watches its own Node only: nothing
+	// here grows with the cluster but the routes (k1m agent, --pod-routes=k1m).
+	RoutesPublished
+	// RoutesByProvider: none; the provider's network routes each node's
+	// pod range to it. The node watches its own Node only, for its CNI
+	// config, and nothing else (k1m agent, --pod-routes=provider).
+	RoutesByProvider
+)
 
 // resyncPeriod is how often every Node is looked at again (the informer's
 // resync), so that a route the kernel refused is tried again.
@@ -130,7 +148,7 @@ const resyncPeriod = 5 * time.Minute
 // changes and at every resync: a node's event costs one route, whatever
 // the cluster's size, and a status heartbeat costs nothing.
 func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
-	if !nw.Published {
+	if nw.Routes == RoutesFromNodes {
 		nw.runOnNodes(ctx, informers.NewSharedInformerFactory(client, resyncPeriod))
 		return
 	}
@@ -139,6 +157,9 @@ func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nw.Self).String()
 		})))
+	if nw.Routes == RoutesByProvider {
+		return
+	}
 	applied := routeTable{}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector))
 	handle := func(obj any) {
@@ -211,8 +232,10 @@ func (table routeTable) changed(want []podRoute) []podRoute {
 	return out
 }
 
-// apply writes the CNI config when n is this node, else installs the
-// route to n's pods through n if it is new or moved.
+// apply writes the CNI config when n is this node, else, when routes
+// come from the Nodes, installs the route to n's pods through n if it is
+// new or moved. Other sources watch this node's Node alone: another Node
+// is never a route there.
 func (nw Network) apply(n *corev1.Node, applied routeTable) {
 	if n.Name == nw.Self {
 		if len(n.Spec.PodCIDRs) > 0 {
@@ -222,14 +245,20 @@ func (nw Network) apply(n *corev1.Node, applied routeTable) {
 		}
 		return
 	}
-	nw.install(podRoutes([]*corev1.Node{n}, nw.Self), applied)
+	if nw.Routes == RoutesFromNodes {
+		nw.install(podRoutes([]*corev1.Node{n}, nw.Self), applied)
+	}
 }
 
 // install puts in the routes that are new or moved.
 func (nw Network) install(routes []podRoute, applied routeTable) {
+	replace := nw.replaceRoute
+	if replace == nil {
+		replace = netlink.RouteReplace
+	}
 	for _, r := range applied.changed(routes) {
 		route := &netlink.Route{Dst: r.dst, Gw: r.via}
-		if err := netlink.RouteReplace(route); err != nil {
+		if err := replace(route); err != nil {
 			// Tried again at the next resync or change of the node.
 			delete(applied, r.dst.String())
 			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)

@@ -174,6 +174,9 @@ func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, se
 	differs("--cluster-cidr", cfg.ClusterCIDR, cluster.ClusterCIDR)
 	differs("--service-cidr", cfg.ServiceCIDR, cluster.ServiceCIDR)
 	differs("--secrets-encryption", fmt.Sprint(cfg.SecretsEncryption), fmt.Sprint(secretsEncryption))
+	if err := checkPodRoutes(cfg.Routes, cluster.PodRoutes); err != nil {
+		errs = append(errs, err)
+	}
 	// Servers over different stores would serve different clusters.
 	storeDiffers := func(flag string, mine, theirs []string) {
 		m, t := endpointSet(mine), endpointSet(theirs)
@@ -190,6 +193,18 @@ func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, se
 	storeDiffers("--datastore-endpoint", cfg.ExternalDurable, datastore.Durable)
 	storeDiffers("--no-fsync-datastore-endpoint", cfg.ExternalNoFsync, datastore.NoFsync)
 	return errors.Join(errs...)
+}
+
+// checkPodRoutes refuses a server whose --pod-routes is not the cluster's:
+// on a join, and at a restart (publishing its own would switch the
+// cluster's nodes, which keep the routes of the mode they started with).
+// The mode is chosen when the cluster is made.
+func checkPodRoutes(mine, cluster constants.PodRoutes) error {
+	if mine == cluster {
+		return nil
+	}
+	return fmt.Errorf("--pod-routes %s differs from the cluster's %s: every server of a cluster has the same, %s, chosen when the cluster is made; start this one with --pod-routes=%s",
+		mine, cluster, constants.PodRoutesForms(), cluster)
 }
 
 // endpointSet shows an external store's endpoints in one order, "" for

@@ -23,19 +23,52 @@ func TestCheckClusterSettingsNamesEveryFlagThatDiffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR}
+	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, PodRoutes: cfg.Routes}
 	if err := checkClusterSettings(cfg, same, false, join.Datastore{}); err != nil {
 		t.Errorf("the same settings: %v", err)
 	}
-	other := join.Settings{RenewInterval: 5 * time.Second, ClusterDomain: "k1m.example", ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: "fddf:4035:b511::/108"}
+	other := join.Settings{RenewInterval: 5 * time.Second, ClusterDomain: "k1m.example", ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: "fddf:4035:b511::/108", PodRoutes: constants.PodRoutesProvider}
 	err = checkClusterSettings(cfg, other, true, join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379"}})
 	want := "--node-lease-renew-interval 10s differs from the cluster's 5s: every server of a cluster has the same; start this one with --node-lease-renew-interval=5s\n" +
 		"--cluster-domain cluster.local differs from the cluster's k1m.example: every server of a cluster has the same; start this one with --cluster-domain=k1m.example\n" +
 		"--service-cidr fddf:4035:b510::/108 differs from the cluster's fddf:4035:b511::/108: every server of a cluster has the same; start this one with --service-cidr=fddf:4035:b511::/108\n" +
 		"--secrets-encryption false differs from the cluster's true: every server of a cluster has the same; start this one with --secrets-encryption=true\n" +
+		"--pod-routes k1m differs from the cluster's provider: every server of a cluster has the same, k1m or provider, chosen when the cluster is made; start this one with --pod-routes=provider\n" +
 		"--datastore-endpoint is not set: the cluster keeps this store in the external etcd at https://[fddf:4035:b520::5]:2379; start this one with --datastore-endpoint=https://[fddf:4035:b520::5]:2379"
 	if err == nil || err.Error() != want {
 		t.Errorf("differing settings:\n%v\nwant\n%s", err, want)
+	}
+}
+
+// A server joining (or restarting) with the other --pod-routes is refused
+// by name, both ways: the cluster's mode is chosen when it is made.
+func TestPodRoutesAreTheClusters(t *testing.T) {
+	for _, c := range []struct {
+		flag    string // --pod-routes; empty: the default
+		cluster constants.PodRoutes
+		want    string // empty: accepted
+	}{
+		{"", constants.PodRoutesProvider, "--pod-routes k1m differs from the cluster's provider: every server of a cluster has the same, k1m or provider, chosen when the cluster is made; start this one with --pod-routes=provider"},
+		{"provider", constants.PodRoutesK1m, "--pod-routes provider differs from the cluster's k1m: every server of a cluster has the same, k1m or provider, chosen when the cluster is made; start this one with --pod-routes=k1m"},
+		{"provider", constants.PodRoutesProvider, ""},
+		{"", constants.PodRoutesK1m, ""},
+	} {
+		flags := config.DefaultServer()
+		flags.DataDir = t.TempDir()
+		if c.flag != "" {
+			flags.PodRoutes = c.flag
+		}
+		cfg, err := flags.Complete()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, PodRoutes: c.cluster}
+		joined, restarted := checkClusterSettings(cfg, cluster, false, join.Datastore{}), checkPodRoutes(cfg.Routes, c.cluster)
+		for what, err := range map[string]error{"joining": joined, "restarting in": restarted} {
+			if (c.want == "" && err != nil) || (c.want != "" && (err == nil || err.Error() != c.want)) {
+				t.Errorf("--pod-routes=%s %s a %s cluster:\n got %v\nwant %q", cfg.Routes, what, c.cluster, err, c.want)
+			}
+		}
 	}
 }
 
@@ -52,7 +85,7 @@ func TestCheckClusterSettingsComparesTheStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR}
+	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, PodRoutes: cfg.Routes}
 	stores := join.Datastore{Durable: []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}, NoFsync: []string{"https://[fddf:4035:b520::7]:2379"}}
 	if err := checkClusterSettings(cfg, same, false, stores); err != nil {
 		t.Errorf("the same stores: %v", err)

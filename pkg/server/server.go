@@ -33,9 +33,9 @@
 //	                                   supervised child processes
 //	                                   (leader-elected on several servers)
 //
-// Then, beside them: the approver and the pod route publisher, each
-// leader-elected (startApprover in server.go; tokens.go follows token
-// rotation), the token files written last (their presence says agents
+// Then, beside them: the approver and the pod route publisher (none with
+// --pod-routes=provider), each leader-elected (startApprover in server.go;
+// tokens.go follows token rotation), the token files written last (their presence says agents
 // can join), and the node agent (pkg/agent) unless --disable-agent.
 package server
 
@@ -190,8 +190,13 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if err := s.startApprover(ctx, client); err != nil {
 		return err
 	}
-	// The pod routes every node follows (pkg/podnet).
-	s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client) })
+	// The pod routes every node follows (pkg/podnet); none when the
+	// provider's network routes the pod ranges.
+	if cfg.Routes == constants.PodRoutesProvider {
+		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", cfg.Routes)
+	} else {
+		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client) })
+	}
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
 	if err := s.writeTokenFiles(token); err != nil {
@@ -476,10 +481,20 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, c *certs, token serverToken) error {
 	dns := s.cfg.DNSServiceIP
 	settings := join.Settings{RenewInterval: s.cfg.Lease.RenewInterval, LeaseDurationSeconds: s.cfg.Lease.LeaseDurationSeconds(),
-		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR}
+		ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), ClusterCIDR: s.cfg.ClusterCIDR, ServiceCIDR: s.cfg.ServiceCIDR,
+		PodRoutes: s.cfg.Routes}
 	published, err := join.ReadPublished(ctx, client)
 	if err != nil {
 		return err
+	}
+	if published != nil {
+		cluster, err := join.PodRoutesOf(published)
+		if err != nil {
+			return err
+		}
+		if err := checkPodRoutes(s.cfg.Routes, cluster); err != nil {
+			return err
+		}
 	}
 	spread, err := s.phaseLeaseChange(ctx, client, published)
 	if err != nil {

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,16 +16,21 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/testutil"
+	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/localcluster"
+	"k1m.dev/k1m/test/localcluster/network"
 )
 
 // externalEtcd is an etcd the operator keeps (here: run by the test on
@@ -108,14 +115,17 @@ func freeHostPortPair(t *testing.T) int {
 // their embedded etcds: the objects land in the external etcd, Leases do
 // not, neither server runs a durable member; a joined server restarts;
 // a second cluster on the same etcd, a join without the datastore and a
-// snapshot of it are refused.
+// snapshot of it are refused. Its pod ranges are the provider's to route
+// (--pod-routes=provider; the harness's host routes them): no node
+// installs a route and pods reach each other across nodes all the same;
+// a join with k1m's pod routes is refused.
 func TestExternalDatastore(t *testing.T) {
 	root, clusterDir, dataRoot := clusterPaths(t, "integration-datastore")
 	k1m := filepath.Join(root, "_output", "bin", "k1m")
 	// Three: the no-fsync raft group of two loses its quorum when one
 	// restarts (docs/ha.md).
 	opts := localcluster.Options{Servers: 3, Nodes: 3, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
-		ImagesDir: filepath.Join(root, "_output", "images")}
+		ImagesDir: filepath.Join(root, "_output", "images"), PodRoutes: constants.PodRoutesProvider}
 	probe, err := localcluster.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +167,7 @@ func TestExternalDatastore(t *testing.T) {
 			t.Errorf("%d Leases in the external etcd, want 0 (they live in the servers' no-fsync etcd)", n)
 		}
 	})
+	t.Run("ProviderRoutedPodNetwork", func(t *testing.T) { testProviderRoutes(ctx, t, h, clients[0], k1m) })
 	t.Run("NoDurableMemberAndTheClaim", func(t *testing.T) {
 		caPEM, err := os.ReadFile(filepath.Join(server.TLSDir(h.Server(1).DataDir), "ca.crt"))
 		if err != nil {
@@ -205,8 +216,10 @@ func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cl
 	}{
 		{"a second cluster on the same etcd", ext.flags(), nil,
 			"--datastore-endpoint " + ext.endpoint + ": the etcd holds another cluster's data (its /k1m/cluster-ca is "},
-		{"a join without the cluster's datastore", []string{"--server", s1.URL()}, []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+		{"a join without the cluster's datastore", []string{"--server", s1.URL(), "--pod-routes=provider"}, []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
 			"--datastore-endpoint is not set: the cluster keeps this store in the external etcd at " + ext.endpoint + "; start this one with --datastore-endpoint=" + ext.endpoint},
+		{"a join with k1m's pod routes", append([]string{"--server", s1.URL()}, ext.flags()...), []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+			"--pod-routes k1m differs from the cluster's provider: every server of a cluster has the same, k1m or provider, chosen when the cluster is made; start this one with --pod-routes=provider"},
 	} {
 		dir := filepath.Join(dataRoot, "refused-server")
 		os.RemoveAll(dir)
@@ -225,4 +238,75 @@ func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cl
 	if err == nil || !strings.Contains(string(out), want) {
 		t.Errorf("k1m etcd-snapshot save: %v\n%s\nwant %q", err, out, want)
 	}
+}
+
+// testProviderRoutes checks the cluster whose pod ranges the provider
+// routes (the harness's host, every node namespace's gateway):
+// k1m-cluster says so, no server publishes routes (no route ConfigMap, no
+// holder of the route publisher's Lease), no node's routing table holds
+// another node's pod range, and pods on one node reach pods on the others
+// and the Service (clustercheck.ServiceAcrossNodes) through the host.
+func testProviderRoutes(ctx context.Context, t *testing.T, h *localcluster.Cluster, client kubernetes.Interface, k1m string) {
+	cm, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Get(ctx, join.SettingsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := join.SettingsFromData(cm.Data); err != nil || s.PodRoutes != constants.PodRoutesProvider {
+		t.Errorf("%s/%s: pod routes %q (%v), want %s", join.PublicNamespace, join.SettingsName, s.PodRoutes, err, constants.PodRoutesProvider)
+	}
+	routes, err := client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{LabelSelector: podnet.RouteLabel})
+	if err != nil || len(routes.Items) != 0 {
+		t.Errorf("%s holds %d route ConfigMaps (%v), want none", podnet.RoutesNamespace, len(routes.Items), err)
+	}
+	if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, server.RoutesElection, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the route publisher's Lease kube-system/%s: %v, want none (no server runs the publisher)", server.RoutesElection, err)
+	}
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := map[string]netip.Prefix{}
+	for _, n := range nodes.Items {
+		for _, cidr := range n.Spec.PodCIDRs {
+			ranges[n.Name] = netip.MustParsePrefix(cidr)
+		}
+	}
+	if len(ranges) != 3 {
+		t.Fatalf("pod ranges %v, want one for each of 3 nodes", ranges)
+	}
+	for i := 1; i <= 3; i++ {
+		n := h.Server(i)
+		table, err := network.RoutesIn(n.Netns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range table {
+			for node, podRange := range ranges {
+				if node != n.Name && r.Dst.Bits() > 0 && r.Dst.Overlaps(podRange) {
+					t.Errorf("node %s routes %s via %s: node %s's pod range %s is the provider's to route", n.Name, r.Dst, r.Via, node, podRange)
+				}
+			}
+		}
+	}
+	c := &adminCluster{client: client, k1m: k1m, kubeconfig: h.Server(1).AdminKubeconfig()}
+	clustercheck.ServiceAcrossNodes(ctx, t, c, clustercheck.Layout{Namespace: testNamespace, Image: busybox,
+		ClientNode: h.Server(1).Name, BackendNodes: []string{h.Server(2).Name, h.Server(3).Name}})
+}
+
+// adminCluster is a cluster of the harness for clustercheck's checks
+// that go through the API alone.
+type adminCluster struct {
+	client          kubernetes.Interface
+	k1m, kubeconfig string
+}
+
+func (c *adminCluster) Client() kubernetes.Interface { return c.client }
+
+func (c *adminCluster) Kubectl(args ...string) (string, error) {
+	out, err := exec.Command(c.k1m, append([]string{"kubectl", "--kubeconfig", c.kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (c *adminCluster) CountKeys(context.Context, clustercheck.Store, string) (int64, error) {
+	return 0, errors.New("the stores are not read here")
 }

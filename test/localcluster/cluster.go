@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,9 @@ type Cluster struct {
 	opts  Options
 	plan  Plan
 	began time.Time
+	// routed are the pod ranges RouteNodeRanges routed, with the node
+	// address each goes via.
+	routed map[netip.Prefix]netip.Addr
 }
 
 // New defaults and validates o and lays the cluster out; nothing is
@@ -43,7 +47,7 @@ func New(o Options) (*Cluster, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Cluster{opts: o, plan: newPlan(o), began: time.Now()}, nil
+	return &Cluster{opts: o, plan: newPlan(o), began: time.Now(), routed: map[netip.Prefix]netip.Addr{}}, nil
 }
 
 // Options are the cluster's options, defaults filled in.
@@ -97,7 +101,11 @@ func (c *Cluster) upActions() []action {
 	for _, a := range c.plan.Agents {
 		acts = append(acts, action{"start " + a.Label(), func(context.Context) error { return c.startAgent(a.Index, true) }})
 	}
-	return append(acts, action{"wait for every node Ready", c.waitNodes}, action{"summary", c.summary})
+	acts = append(acts, action{"wait for every node Ready", c.waitNodes})
+	if c.opts.PodRoutes == constants.PodRoutesProvider {
+		acts = append(acts, action{"route every node's pod range (the provider's router)", c.RouteNodeRanges})
+	}
+	return append(acts, action{"summary", c.summary})
 }
 
 // Up brings the cluster up and returns once every node is Ready. On

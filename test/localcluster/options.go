@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // Options describe a local cluster. The zero value of a field is its
@@ -41,6 +43,12 @@ type Options struct {
 	// and they do not all size themselves from the whole machine; with one
 	// it is empty, the server's own sizing rule (docs/operations.md).
 	ServerMemory string
+	// PodRoutes says who routes each node's pod range (POD_ROUTES, k1m or
+	// provider, default k1m): with provider every server starts with
+	// --pod-routes=provider and the harness plays the provider's router,
+	// routing each Node's pod range via the node's address in the host's
+	// namespace, which every node namespace has as its default gateway.
+	PodRoutes constants.PodRoutes
 	// Timeout bounds each wait: a server up, every node Ready (TIMEOUT,
 	// seconds, default 300).
 	Timeout time.Duration
@@ -75,6 +83,9 @@ func (o Options) withDefaults() Options {
 	o.ImagesDir = or(o.ImagesDir, DefaultImagesDir)
 	if o.ServerMemory == "" && o.Servers > 1 {
 		o.ServerMemory = DefaultServerMemory
+	}
+	if o.PodRoutes == "" {
+		o.PodRoutes = constants.PodRoutesK1m
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -111,6 +122,9 @@ func (o Options) validate() error {
 	if o.ServerMemory != "" && !memorySize.MatchString(o.ServerMemory) {
 		add(fmt.Errorf("SERVER_MEMORY=%s: want a size such as 3Gi, 512Mi or 3221225472 (bytes), or leave it unset", o.ServerMemory))
 	}
+	if _, ok := constants.ParsePodRoutes(string(o.PodRoutes)); !ok {
+		add(fmt.Errorf("POD_ROUTES=%s: want %s, or leave it unset (k1m)", o.PodRoutes, constants.PodRoutesForms()))
+	}
 	if o.Timeout < time.Second {
 		add(fmt.Errorf("TIMEOUT=%s: want at least 1 second, e.g. 300", o.Timeout))
 	}
@@ -141,7 +155,7 @@ func (o Options) memoryBytes() int64 {
 // empty variable is the option's default.
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	o := Options{K1M: getenv("K1M"), ClusterDir: getenv("CLUSTER_DIR"), DataRoot: getenv("DATA_ROOT"),
-		ImagesDir: getenv("IMAGES_DIR"), ServerMemory: getenv("SERVER_MEMORY")}
+		ImagesDir: getenv("IMAGES_DIR"), ServerMemory: getenv("SERVER_MEMORY"), PodRoutes: constants.PodRoutes(getenv("POD_ROUTES"))}
 	if args := strings.Fields(getenv("SERVER_ARGS")); len(args) > 0 {
 		o.ServerArgs = args
 	}

@@ -193,6 +193,9 @@ func (p Plan) ServerCommand(i int, token string) Command {
 	if p.opts.ServerMemory != "" {
 		args = append(args, "--memory-limit", p.opts.ServerMemory)
 	}
+	if p.opts.PodRoutes == constants.PodRoutesProvider {
+		args = append(args, "--pod-routes="+string(p.opts.PodRoutes))
+	}
 	var env []string
 	switch {
 	case p.opts.Servers > 1 && i == 1:

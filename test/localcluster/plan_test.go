@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/test/localcluster/network"
 )
 
@@ -30,7 +31,7 @@ func base(servers, nodes int) Options {
 func TestDefaults(t *testing.T) {
 	got := newCluster(t, Options{}).Options()
 	want := Options{Servers: 1, Nodes: 1, K1M: "_output/bin/k1m", ClusterDir: "_output/cluster", DataRoot: "/var/lib/k1m",
-		ImagesDir: "_output/images", Timeout: 300 * time.Second, Out: io.Discard}
+		ImagesDir: "_output/images", PodRoutes: constants.PodRoutesK1m, Timeout: 300 * time.Second, Out: io.Discard}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
 	}
@@ -51,6 +52,7 @@ func TestValidation(t *testing.T) {
 		{Options{Servers: 3, Nodes: 2}, "NODES=2: want at least SERVERS=3 nodes (every server is a node too; the other NODES-SERVERS are agents)"},
 		{Options{ServerMemory: "3GB"}, "SERVER_MEMORY=3GB: want a size such as 3Gi, 512Mi or 3221225472 (bytes), or leave it unset"},
 		{Options{Timeout: time.Millisecond}, "TIMEOUT=1ms: want at least 1 second, e.g. 300"},
+		{Options{PodRoutes: "host-gw"}, "POD_ROUTES=host-gw: want k1m or provider, or leave it unset (k1m)"},
 		{Options{Servers: 12, Nodes: 0, ServerMemory: "x"}, "SERVERS=12: want a number of servers from 1 to 9\n" +
 			"SERVER_MEMORY=x: want a size such as 3Gi, 512Mi or 3221225472 (bytes), or leave it unset"},
 	} {
@@ -63,10 +65,10 @@ func TestValidation(t *testing.T) {
 
 func TestOptionsFromEnv(t *testing.T) {
 	env := map[string]string{"SERVERS": "3", "NODES": "5", "K1M": "/k/k1m", "CLUSTER_DIR": "/c", "DATA_ROOT": "/d", "IMAGES_DIR": "/i",
-		"SERVER_ARGS": " --secrets-encryption  --audit-log-path=/a ", "SERVER_MEMORY": "2Gi", "TIMEOUT": "60"}
+		"SERVER_ARGS": " --secrets-encryption  --audit-log-path=/a ", "SERVER_MEMORY": "2Gi", "POD_ROUTES": "provider", "TIMEOUT": "60"}
 	got, err := OptionsFromEnv(func(k string) string { return env[k] })
 	want := Options{Servers: 3, Nodes: 5, K1M: "/k/k1m", ClusterDir: "/c", DataRoot: "/d", ImagesDir: "/i",
-		ServerArgs: []string{"--secrets-encryption", "--audit-log-path=/a"}, ServerMemory: "2Gi", Timeout: time.Minute}
+		ServerArgs: []string{"--secrets-encryption", "--audit-log-path=/a"}, ServerMemory: "2Gi", PodRoutes: constants.PodRoutesProvider, Timeout: time.Minute}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("OptionsFromEnv: %+v, %v\nwant %+v", got, err, want)
 	}
@@ -183,6 +185,47 @@ func TestThreeServers(t *testing.T) {
 	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout", "network",
 		"start k1m server k1m-server-1", "start k1m server k1m-server-2", "start k1m server k1m-server-3",
 		"start k1m agent k1m-node-1", "start k1m agent k1m-node-2", "wait for every node Ready", "summary"})
+}
+
+// With the provider's pod routes every server is started with
+// --pod-routes=provider, and Up routes the nodes' ranges once they are
+// Ready (and while they get them).
+func TestProviderPodRoutes(t *testing.T) {
+	o := base(3, 3)
+	o.PodRoutes = constants.PodRoutesProvider
+	c := newCluster(t, o)
+	want := Command{Netns: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
+		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
+		"--memory-limit", "3Gi", "--pod-routes=provider", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
+		Env: []string{"K1M_TOKEN=K10abc::secret"}}
+	if got := c.Plan().ServerCommand(2, "K10abc::secret"); !reflect.DeepEqual(got, want) {
+		t.Errorf("server 2 command:\n got %#v\nwant %#v", got, want)
+	}
+	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout", "network",
+		"start k1m server k1m-server-1", "start k1m server k1m-server-2", "start k1m server k1m-server-3",
+		"wait for every node Ready", "route every node's pod range (the provider's router)", "summary"})
+	// k1m's own routes: the harness routes nothing.
+	if err := newCluster(t, base(3, 3)).RouteNodeRanges(t.Context()); err != nil {
+		t.Errorf("RouteNodeRanges with k1m's pod routes: %v, want nothing done", err)
+	}
+}
+
+// The router reads each node's IPv6 ranges and IPv6 InternalIP; a node
+// without either yet is left for a later round.
+func TestNodeRangesOf(t *testing.T) {
+	out := "k1m-server-1\tfddf:4035:b500::/64\tfddf:4035:b520::1:1\n" +
+		"k1m-server-2\tfddf:4035:b500:1::/64\t10.0.0.2 fddf:4035:b520::1:2\n" +
+		"k1m-node-1\t\tfddf:4035:b520::11\n" +
+		"k1m-node-2\tfddf:4035:b500:3::/64\t\n" +
+		"k1m-node-3\t10.244.0.0/24 fddf:4035:b500:4::/64\tfddf:4035:b520::13\n"
+	want := []nodeRange{
+		{"k1m-server-1", netip.MustParsePrefix("fddf:4035:b500::/64"), netip.MustParseAddr("fddf:4035:b520::1:1")},
+		{"k1m-server-2", netip.MustParsePrefix("fddf:4035:b500:1::/64"), netip.MustParseAddr("fddf:4035:b520::1:2")},
+		{"k1m-node-3", netip.MustParsePrefix("fddf:4035:b500:4::/64"), netip.MustParseAddr("fddf:4035:b520::13")},
+	}
+	if got := nodeRangesOf(out); !reflect.DeepEqual(got, want) {
+		t.Errorf("nodeRangesOf:\n got %+v\nwant %+v", got, want)
+	}
 }
 
 func TestServerMemoryAndAgentNumbers(t *testing.T) {

@@ -156,6 +156,9 @@ func (c *Cluster) waitNodes(ctx context.Context) error {
 				return err
 			}
 		}
+		// Each node's range routed as it gets one; a failure is tried
+		// again at the next round, and reported by Up's own round after.
+		_ = c.RouteNodeRanges(ctx)
 		out, _ := c.kubectl(ctx, c.plan.Servers[0].AdminKubeconfig(), "get", "nodes", "-o", readyJSONPath)
 		r := readinessOf(string(out), expected)
 		if len(r.Missing) == 0 {

@@ -5,8 +5,8 @@
 // reports every failure as exit code 1, and run-server and reset-server
 // pass on the server's own. Options come from
 // the environment (NODES, SERVERS, K1M, CLUSTER_DIR, DATA_ROOT,
-// IMAGES_DIR, SERVER_ARGS, SERVER_MEMORY, TIMEOUT); verbs after up
-// default NODES and SERVERS to what up recorded in CLUSTER_DIR.
+// IMAGES_DIR, SERVER_ARGS, SERVER_MEMORY, POD_ROUTES, TIMEOUT); verbs
+// after up default NODES and SERVERS to what up recorded in CLUSTER_DIR.
 package main
 
 import (
@@ -27,7 +27,9 @@ const usage = `usage: k1m-cluster up|down|import DIR|restart-server [I]|stop-ser
 env: SERVERS (default 1), NODES (default SERVERS; each server is a node too), K1M (binary),
      CLUSTER_DIR (logs, pids), DATA_ROOT (server and node data), IMAGES_DIR,
      SERVER_ARGS (extra k1m server flags), SERVER_MEMORY (each server's --memory-limit;
-     default 3Gi with several servers), TIMEOUT (seconds, default 300)`
+     default 3Gi with several servers), POD_ROUTES (k1m, the default, or provider: the
+     servers run with --pod-routes=provider and the host routes each node's pod range),
+     TIMEOUT (seconds, default 300)`
 
 // exitUsage is the exit code of a bad command line or option, as the
 // shell harness had it.

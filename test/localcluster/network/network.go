@@ -218,6 +218,73 @@ func (h *Host) EnableIPv6Forwarding() error {
 	})
 }
 
+// RouteVia routes dst through via, a neighbour on bridge b, in the host's
+// namespace (`ip -6 route replace DST via VIA dev BRIDGE`): what a
+// provider's router does for a node's pod range. A route to dst already
+// there is replaced.
+func (h *Host) RouteVia(b Bridge, dst netip.Prefix, via netip.Addr) error {
+	br, err := h.nl.LinkByName(b.Name)
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", b.Name, err)
+	}
+	route := &netlink.Route{LinkIndex: br.Attrs().Index, Dst: ipNet(dst), Gw: net.IP(via.AsSlice())}
+	if err := h.nl.RouteReplace(route); err != nil {
+		return fmt.Errorf("route %s via %s dev %s: %w", dst, via, b.Name, err)
+	}
+	return nil
+}
+
+// Route is an IPv6 route of a namespace's main table.
+type Route struct {
+	Dst netip.Prefix // ::/0 for the default route
+	Via netip.Addr   // the zero Addr for a route without a gateway
+}
+
+// RoutesIn lists the IPv6 routes of the main table in the named
+// namespace name (the host's when name is empty), as `ip -6 route show`
+// does, local and multicast routes left out.
+func RoutesIn(name string) ([]Route, error) {
+	ns, err := netns.Get()
+	if name != "" {
+		ns, err = netns.GetFromName(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w", name, err)
+	}
+	defer ns.Close()
+	nl, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in namespace %s: %w", name, err)
+	}
+	defer nl.Close()
+	list, err := nl.RouteList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return nil, fmt.Errorf("routes in namespace %s: %w", name, err)
+	}
+	var routes []Route
+	for _, r := range list {
+		dst := netip.MustParsePrefix("::/0")
+		if r.Dst != nil {
+			addr, _ := netip.AddrFromSlice(r.Dst.IP)
+			bits, _ := r.Dst.Mask.Size()
+			dst = netip.PrefixFrom(addr, bits)
+		}
+		if dst.Addr().IsMulticast() {
+			continue
+		}
+		var via netip.Addr
+		if r.Gw != nil {
+			via, _ = netip.AddrFromSlice(r.Gw)
+		}
+		routes = append(routes, Route{Dst: dst, Via: via})
+	}
+	return routes, nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Masked().Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
 func notFound(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf)

@@ -254,6 +254,98 @@ func checkPids(t *testing.T, n Namespace) {
 	}
 }
 
+// The host as a provider's router: a range that lives behind namespace b
+// (an address of it on b's lo, as a node's pods live behind the node) is
+// reached from a only once the host routes it via b's address; a's own
+// table holds no route to it, only the default route via the host.
+func TestRouteVia(t *testing.T) {
+	h := throwawayHost(t)
+	brName, _, a, b := testNames()
+	br := Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
+	t.Cleanup(func() {
+		DeleteNamespace(a.Name)
+		DeleteNamespace(b.Name)
+		ReleaseRunDir()
+		h.DeleteBridge(br.Name)
+	})
+	if err := h.EnsureBridge(br); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []Namespace{a, b} {
+		if err := h.AddNamespace(br, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.EnableIPv6Forwarding(); err != nil {
+		t.Fatal(err)
+	}
+	podRange, pod := netip.MustParsePrefix("fddf:4035:b5fe:2::/64"), netip.MustParseAddr("fddf:4035:b5fe:2::1")
+	if err := inNamespace(b.Name, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(lo, noDAD(netip.PrefixFrom(pod, 128)))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	behindB := Namespace{Name: b.Name, Addr: netip.PrefixFrom(pod, 128)}
+	if err := dial(a, behindB, time.Second); err == nil {
+		t.Fatalf("%s reached from %s before the host routes %s", pod, a.Name, podRange)
+	}
+	if err := h.RouteVia(br, podRange, b.Addr.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RouteVia(br, podRange, b.Addr.Addr()); err != nil { // again: replaced
+		t.Fatalf("the same route again: %v", err)
+	}
+	routes, err := h.nl.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Dst: ipNet(podRange)}, netlink.RT_FILTER_DST)
+	bridge, _ := h.nl.LinkByName(br.Name)
+	if err != nil || len(routes) != 1 || !routes[0].Gw.Equal(net.IP(b.Addr.Addr().AsSlice())) || routes[0].LinkIndex != bridge.Attrs().Index {
+		t.Errorf("host routes to %s: %v, %v; want one via %s dev %s", podRange, routes, err, b.Addr.Addr(), br.Name)
+	}
+	if err := dial(a, behindB, 5*time.Second); err != nil {
+		t.Errorf("from %s to %s through the host: %v", a.Name, pod, err)
+	}
+	inA, err := RoutesIn(a.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range inA {
+		if r.Dst.Overlaps(podRange) && r.Dst.Bits() > 0 {
+			t.Errorf("%s routes %s itself (%+v): want only its default route via the host", a.Name, podRange, r)
+		}
+	}
+	if !slices.Contains(inA, Route{Dst: netip.MustParsePrefix("::/0"), Via: br.Addr.Addr()}) {
+		t.Errorf("routes in %s: %+v, want the default route via %s", a.Name, inA, br.Addr.Addr())
+	}
+}
+
+// dial opens a TCP connection from namespace from to a listener on to's
+// address in namespace to.
+func dial(from, to Namespace, timeout time.Duration) error {
+	var ln net.Listener
+	if err := inNamespace(to.Name, func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(to.Addr.Addr(), 0).String())
+		return err
+	}); err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	return inNamespace(from.Name, func() error {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), timeout)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
 func TestEnableIPv6Forwarding(t *testing.T) {
 	h := throwawayHost(t)
 	if err := h.EnableIPv6Forwarding(); err != nil {
