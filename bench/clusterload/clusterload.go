@@ -227,17 +227,22 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	s.JoinMutating = worstMutating(joinStart, before)
 	env.Progress(fmt.Sprintf("%d nodes: creating %d Deployments of %d with a Service each, %v pods a second", r.to, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace))
 	createStart := time.Now()
-	createErr := createAtPace(ctx, client, ns, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace)
+	err = createAtPace(ctx, client, ns, cfg.Pods/cfg.Replicas, cfg.Replicas, cfg.Pace)
 	s.Created = time.Since(createStart)
-	if createErr != nil {
-		return s, createErr
-	}
-	// A step whose pods or endpoints do not get there in time is
-	// measured all the same, and not held: the ramp stops after it.
+	// A step whose creates fail (the API server too slow to answer in
+	// the client's 30 s), or whose pods or endpoints do not get there in
+	// time, is measured all the same, and not held: the ramp stops after
+	// it.
 	var unfinished []string
-	run, err := r.pods.waitRunning(ctx, ns, cfg.Pods, RunTimeout)
 	if err != nil {
-		unfinished = append(unfinished, err.Error())
+		unfinished = append(unfinished, firstLine(err))
+	}
+	var run startup
+	if err == nil {
+		run, err = r.pods.waitRunning(ctx, ns, cfg.Pods, RunTimeout)
+		if err != nil {
+			unfinished = append(unfinished, err.Error())
+		}
 	}
 	endpoints := time.Now()
 	if err == nil {
@@ -259,6 +264,15 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	}
 	s.judge(unfinished)
 	return s, nil
+}
+
+// firstLine is the first of err's lines and how many more there are.
+func firstLine(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 }
 
 // notReady counts the simulated nodes not Ready (late heartbeats: the
