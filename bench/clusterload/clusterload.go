@@ -34,6 +34,7 @@ import (
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/proc"
+	"k1m.dev/k1m/bench/stats"
 	"k1m.dev/k1m/pkg/clock"
 )
 
@@ -94,16 +95,7 @@ type Config struct {
 
 // Validate names the flag at fault.
 func (c Config) Validate() error {
-	var errs []error
-	if len(c.Steps) == 0 {
-		errs = append(errs, errors.New("--cluster-nodes is empty: want ascending positive node counts, e.g. 500,1000,2000"))
-	}
-	for i, n := range c.Steps {
-		if n < 1 || (i > 0 && n <= c.Steps[i-1]) {
-			errs = append(errs, fmt.Errorf("--cluster-nodes %s: want ascending positive node counts, e.g. 500,1000,2000", joinInts(c.Steps)))
-			break
-		}
-	}
+	errs := []error{stats.CheckAscending("--cluster-nodes", "node counts", "500,1000,2000", c.Steps)}
 	if c.Replicas < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-replicas %d: want at least 1, e.g. %d", c.Replicas, DefaultReplicas))
 	}
@@ -117,14 +109,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
 	}
 	return errors.Join(errs...)
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // Env is the cluster a run measures.

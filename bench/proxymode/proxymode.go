@@ -18,7 +18,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,16 +59,7 @@ type Config struct {
 
 // Validate names the flag at fault.
 func (c Config) Validate() error {
-	var errs []error
-	if len(c.Steps) == 0 {
-		errs = append(errs, errors.New("--proxy-services is empty: want ascending positive Service counts, e.g. 1000,10000"))
-	}
-	for i, n := range c.Steps {
-		if n < 1 || (i > 0 && n <= c.Steps[i-1]) {
-			errs = append(errs, fmt.Errorf("--proxy-services %s: want ascending positive Service counts, e.g. 1000,10000", joinInts(c.Steps)))
-			break
-		}
-	}
+	errs := []error{stats.CheckAscending("--proxy-services", "Service counts", "1000,10000", c.Steps)}
 	if c.ChangeRate <= 0 {
 		errs = append(errs, fmt.Errorf("--proxy-change-rate %v: want changes a second above 0, e.g. %d", c.ChangeRate, DefaultChangeRate))
 	}
@@ -77,14 +67,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--proxy-window %v: want at least 1s, e.g. %v", c.Window, DefaultWindow))
 	}
 	return errors.Join(errs...)
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // Step is one Service count's window in one mode.

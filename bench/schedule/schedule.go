@@ -50,16 +50,7 @@ type Config struct {
 
 // Validate names the flag at fault.
 func (c Config) Validate() error {
-	var errs []error
-	for i, n := range c.Steps {
-		if n < 1 || (i > 0 && n <= c.Steps[i-1]) {
-			errs = append(errs, fmt.Errorf("--schedule-nodes %s: want ascending positive node counts, e.g. 1000,5000", joinInts(c.Steps)))
-			break
-		}
-	}
-	if len(c.Steps) == 0 {
-		errs = append(errs, errors.New("--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"))
-	}
+	errs := []error{stats.CheckAscending("--schedule-nodes", "node counts", "1000,5000", c.Steps)}
 	if c.Pods < 1 {
 		errs = append(errs, fmt.Errorf("--schedule-pods %d: want at least 1, e.g. %d", c.Pods, DefaultPods))
 	}
@@ -67,14 +58,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--schedule-workers %d: want at least 1, e.g. %d", c.Workers, DefaultWorkers))
 	}
 	return errors.Join(errs...)
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // Step is one node count's measurement.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -132,4 +133,23 @@ func Slope(xs, ys []float64) float64 {
 		return math.NaN()
 	}
 	return (n*sxy - sx*sy) / den
+}
+
+// CheckAscending checks the counts a flag lists (a scenario's steps): at
+// least one, each positive and larger than the one before. The error names
+// the flag, what the counts are (e.g. "node counts") and an example.
+func CheckAscending(flag, what, example string, counts []int) error {
+	if len(counts) == 0 {
+		return fmt.Errorf("%s is empty: want ascending positive %s, e.g. %s", flag, what, example)
+	}
+	for i, n := range counts {
+		if n < 1 || (i > 0 && n <= counts[i-1]) {
+			s := make([]string, len(counts))
+			for k, c := range counts {
+				s[k] = strconv.Itoa(c)
+			}
+			return fmt.Errorf("%s %s: want ascending positive %s, e.g. %s", flag, strings.Join(s, ","), what, example)
+		}
+	}
+	return nil
 }
