@@ -30,11 +30,12 @@ import (
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/bench/stats"
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/poll"
 )
 
 // Modes, in the order the first round takes them.
-var Modes = []string{"iptables", "nftables"}
+var Modes = []string{constants.ProxyModeIPTables, constants.ProxyModeNFTables}
 
 // Defaults: the two sizes, changes at 10 a second for 30 s.
 var DefaultSteps = []int{1000, 10000}

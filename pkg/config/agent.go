@@ -50,7 +50,7 @@ type Agent struct {
 
 // DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
 func DefaultAgent() Agent {
-	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: "iptables", RunDir: "/run/k1m/agent",
+	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: constants.ProxyModeIPTables, RunDir: "/run/k1m/agent",
 		PodLogsDir: DefaultPodLogsDir, Token: os.Getenv("K1M_TOKEN")}
 }
 

@@ -106,7 +106,7 @@ func DefaultServer() Server {
 		PodRoutes:       string(constants.PodRoutesK1m),
 		RenewInterval:   DefaultRenewInterval,
 		ImagesDir:       DefaultImagesDir,
-		ProxyMode:       "iptables",
+		ProxyMode:       constants.ProxyModeIPTables,
 		PodLogsDir:      DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
@@ -284,7 +284,7 @@ func requireIPv6Address(flag, value string, required bool) error {
 const DefaultImagesDir = "/var/lib/k1m/images"
 
 func requireProxyMode(mode string) error {
-	if mode != "iptables" && mode != "nftables" {
+	if mode != constants.ProxyModeIPTables && mode != constants.ProxyModeNFTables {
 		return fmt.Errorf("--proxy-mode %q: want iptables or nftables (this kind of kernel has no IPVS)", mode)
 	}
 	return nil

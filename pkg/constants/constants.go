@@ -171,3 +171,12 @@ func ParsePodRoutes(s string) (r PodRoutes, ok bool) {
 func PodRoutesForms() string {
 	return string(PodRoutesK1m) + " or " + string(PodRoutesProvider)
 }
+
+// kube-proxy's modes k1m runs (`--proxy-mode`): iptables, the default,
+// measured better at 10,000 Services on the project's machine
+// (docs/performance.md, "kube-proxy's mode"), and nftables. This kind of
+// kernel has no IPVS.
+const (
+	ProxyModeIPTables = "iptables"
+	ProxyModeNFTables = "nftables"
+)
