@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -169,5 +170,22 @@ func TestSlope(t *testing.T) {
 	}
 	if got := Slope([]float64{5}, []float64{1}); !math.IsNaN(got) {
 		t.Errorf("Slope of one point = %g, want NaN", got)
+	}
+}
+
+func TestCheckAscendingNamesTheFlag(t *testing.T) {
+	cases := []struct {
+		counts []int
+		want   string
+	}{
+		{[]int{1000, 5000}, "<nil>"},
+		{nil, "--x-nodes is empty: want ascending positive node counts, e.g. 1,2"},
+		{[]int{5, 5}, "--x-nodes 5,5: want ascending positive node counts, e.g. 1,2"},
+		{[]int{0, 3}, "--x-nodes 0,3: want ascending positive node counts, e.g. 1,2"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprint(CheckAscending("--x-nodes", "node counts", "1,2", c.counts)); got != c.want {
+			t.Errorf("CheckAscending(%v) = %s, want %s", c.counts, got, c.want)
+		}
 	}
 }
