@@ -139,8 +139,12 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	pods := newTracker()
-	go nodes.follow(ctx, benchPods(client), pods.see)
+	// The measuring watch counts apart from the nodes' watches.
+	pods, measuring := newTracker(), &counts{}
+	go measuring.follow(ctx, benchPods(client), pods.see)
+	if err := measuring.waitSynced(ctx, 1, SyncTimeout); err != nil {
+		return nil, err
+	}
 	var steps []Step
 	registered := 0
 	for k, n := range cfg.Steps {
@@ -197,7 +201,7 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err := r.nodes.add(ctx, r.from, r.to); err != nil {
 		return s, err
 	}
-	if err := r.nodes.waitSynced(ctx, int64(s.Watches)+1, SyncTimeout); err != nil {
+	if err := r.nodes.waitSynced(ctx, int64(s.Watches), SyncTimeout); err != nil {
 		return s, err
 	}
 	s.Joined = time.Since(joinStart.at)
@@ -280,7 +284,7 @@ func notReady(ctx context.Context, client kubernetes.Interface) (int, error) {
 }
 
 // waitSynced waits until want watches have listed once.
-func (f *fleet) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+func (f *counts) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for f.synced.Load() < want {
 		if time.Now().After(deadline) {

@@ -139,13 +139,10 @@ type fleet struct {
 	perClient    int
 	clients      []kubernetes.Interface
 	reporter     kubernetes.Interface // the pod status reports' client
-	synced       atomic.Int64         // watches that have listed once
-	events       atomic.Int64         // events received
-	relists      atomic.Int64
+	counts                            // of the nodes' watches
 	reports      chan *corev1.Pod
 	reported     sync.Map // pod UID -> struct{}: reported Running once
 	reportErrors atomic.Int64
-	lastError    atomic.Value
 	podIPs       atomic.Uint64
 }
 
@@ -205,12 +202,19 @@ func (f *fleet) add(ctx context.Context, from, to int) error {
 	return nil
 }
 
+// counts are what a set of followed watches did.
+type counts struct {
+	synced  atomic.Int64 // watches that have listed once
+	events  atomic.Int64 // events received
+	relists atomic.Int64
+}
+
 // follow lists, then watches from the list's version, watching again
 // from the last version seen when a watch ends and listing again when
 // that version is gone, as client-go's reflector does, until ctx ends.
 // Objects are decoded and counted, not kept: only onEvent (when set)
 // sees them.
-func (f *fleet) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
+func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
 	first := true
 	for ctx.Err() == nil {
 		list, err := lw.list(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -236,7 +240,7 @@ func (f *fleet) follow(ctx context.Context, lw listWatch, onEvent func(watch.Eve
 }
 
 // watchFrom watches from rv until the version is gone or a call fails.
-func (f *fleet) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event)) {
+func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event)) {
 	for ctx.Err() == nil {
 		timeout := int64((minWatchTimeout + time.Duration(rand.Int64N(int64(minWatchTimeout)))).Seconds())
 		w, err := lw.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
@@ -254,7 +258,7 @@ func (f *fleet) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent 
 
 // drain reads w to its end; it returns the last version seen and whether
 // the watch ended in an error (410 Gone or another: list again).
-func (f *fleet) drain(w watch.Interface, rv string, onEvent func(watch.Event)) (string, bool) {
+func (f *counts) drain(w watch.Interface, rv string, onEvent func(watch.Event)) (string, bool) {
 	for ev := range w.ResultChan() {
 		if ev.Type == watch.Error {
 			return rv, true
@@ -305,7 +309,6 @@ func (f *fleet) reportWorker(ctx context.Context) {
 			err := f.reportRunning(ctx, f.reporter, pod)
 			if err != nil && ctx.Err() == nil {
 				f.reportErrors.Add(1)
-				f.lastError.Store(err.Error())
 				if !apierrors.IsNotFound(err) {
 					f.reported.Delete(pod.UID) // the next event of the pod tries again
 				}
