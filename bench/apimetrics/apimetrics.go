@@ -6,13 +6,16 @@ package apimetrics
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/bench/stats"
 )
@@ -211,4 +214,66 @@ func (s Snapshot) Sum(name string) float64 {
 		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
 	return total
+}
+
+// HistogramsBy sums family name's series into one cumulative histogram
+// per value of label by, e.g. the controller-manager's
+// workqueue_queue_duration_seconds per queue "name".
+func (s Snapshot) HistogramsBy(name, by string) map[string][]stats.Bucket {
+	sums := map[string]map[float64]float64{}
+	for _, m := range s[name].GetMetric() {
+		key := label(m, by)
+		if sums[key] == nil {
+			sums[key] = map[float64]float64{}
+		}
+		addHistogram(sums[key], m.GetHistogram())
+	}
+	out := map[string][]stats.Bucket{}
+	for key, bounds := range sums {
+		out[key] = buckets(bounds)
+	}
+	return out
+}
+
+// SumsBy sums family name's series (counters and gauges) per value of
+// label by.
+func (s Snapshot) SumsBy(name, by string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range s[name].GetMetric() {
+		out[label(m, by)] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return out
+}
+
+// ScrapeComponent reads the /metrics of a component serving on its own
+// secure port on this host (kube-controller-manager at [::1]:10257), with
+// cfg's client credentials. The component's serving certificate is its
+// own self-signed one, so it is not verified: the bench reads its own
+// machine's loopback.
+func ScrapeComponent(ctx context.Context, cfg *rest.Config, hostPort string) (Snapshot, error) {
+	c := rest.CopyConfig(cfg)
+	c.Host = "https://" + hostPort
+	c.TLSClientConfig.Insecure = true
+	c.TLSClientConfig.CAFile, c.TLSClientConfig.CAData = "", nil
+	client, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/metrics: %w", c.Host, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/metrics: %w", c.Host, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading %s/metrics: %s: %s", c.Host, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return Parse(string(body))
 }

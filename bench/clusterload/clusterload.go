@@ -189,7 +189,7 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	// The join burst (the new nodes registering and listing everything
 	// they watch, all at once, as after a restart of every node) is read
 	// apart from the load's window, which the SLOs are held to.
-	joinStart, err := read(ctx, client, env.ServerPID, r)
+	joinStart, err := read(ctx, client, env.Config, env.ServerPID, r)
 	if err != nil {
 		return s, err
 	}
@@ -208,7 +208,7 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err := clock.Sleep(ctx, Settle); err != nil {
 		return s, err
 	}
-	before, err := read(ctx, client, env.ServerPID, r)
+	before, err := read(ctx, client, env.Config, env.ServerPID, r)
 	if err != nil {
 		return s, err
 	}
@@ -242,7 +242,7 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if ctx.Err() != nil {
 		return s, ctx.Err()
 	}
-	after, err := read(ctx, client, env.ServerPID, r)
+	after, err := read(ctx, client, env.Config, env.ServerPID, r)
 	if err != nil {
 		return s, err
 	}
@@ -299,18 +299,19 @@ func (f *counts) waitSynced(ctx context.Context, want int64, timeout time.Durati
 
 // reading is the state of the cluster at one edge of a step's window.
 type reading struct {
-	at        time.Time
-	metrics   apimetrics.Snapshot
-	members   []proc.Member
-	usage     map[int]proc.Usage
-	self      proc.Usage
-	heartbeat nodesim.Stats
-	events    int64 // events the simulated nodes received
-	relists   int64
-	reports   int64 // pod status reports that failed
+	at          time.Time
+	metrics     apimetrics.Snapshot
+	controllers apimetrics.Snapshot // kube-controller-manager's
+	members     []proc.Member
+	usage       map[int]proc.Usage
+	self        proc.Usage
+	heartbeat   nodesim.Stats
+	events      int64 // events the simulated nodes received
+	relists     int64
+	reports     int64 // pod status reports that failed
 }
 
-func read(ctx context.Context, client kubernetes.Interface, serverPID int, r stepRun) (reading, error) {
+func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, serverPID int, r stepRun) (reading, error) {
 	members, err := proc.Tree(serverPID)
 	if err != nil {
 		return reading{}, fmt.Errorf("the server's processes: %w", err)
@@ -319,10 +320,14 @@ func read(ctx context.Context, client kubernetes.Interface, serverPID int, r ste
 	if err != nil {
 		return reading{}, err
 	}
+	controllers, err := apimetrics.ScrapeComponent(ctx, cfg, controllerManagerAddress)
+	if err != nil {
+		return reading{}, err
+	}
 	self, err := proc.ReadUsage(os.Getpid())
 	if err != nil {
 		return reading{}, err
 	}
-	return reading{at: time.Now(), metrics: m, members: members, usage: deployed.ReadAll(members), self: self,
+	return reading{at: time.Now(), metrics: m, controllers: controllers, members: members, usage: deployed.ReadAll(members), self: self,
 		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
 }

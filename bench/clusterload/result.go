@@ -37,6 +37,9 @@ type Step struct {
 	WatchEventsByKind                         map[string]float64 // per second
 	NodeEventsPerSecond                       float64            // received by the simulated nodes
 
+	Queues         []Queue         `json:",omitempty"` // the controller-manager's busy work queues
+	PriorityLevels []PriorityLevel `json:",omitempty"` // kube-apiserver's APF levels in use
+
 	Processes     []Component
 	APIServerHeap float64 // bytes in use in kube-apiserver's heap at the window's end
 	BenchCores    float64 // this process: the simulated nodes and the load
@@ -88,6 +91,8 @@ func (s *Step) fill(run startup, endpointsReady time.Time, before, after reading
 	}
 	s.NodeEventsPerSecond = float64(after.events-before.events) / secs
 	s.Processes = components(before, after)
+	s.Queues = queues(before.controllers, after.controllers, s.Window)
+	s.PriorityLevels = priorityLevels(before.metrics, after.metrics, s.Window)
 	s.APIServerHeap = after.metrics.Gauge("go_memstats_heap_inuse_bytes")
 	s.BenchCores = after.self.Sub(before.self).CPU.Seconds() / secs
 	hb := after.heartbeat.Sub(before.heartbeat)
@@ -288,6 +293,7 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "%s: largest node count holding every SLO: %d.\n", flavour, r.LargestHeld(flavour))
 	}
 	r.kindsMarkdown(&b)
+	r.queuesMarkdown(&b)
 	return b.String()
 }
 
