@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"k1m.dev/k1m/bench/clusterload"
+	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/scaleout"
 )
 
@@ -14,7 +15,7 @@ import (
 // are written as soon as they are in.
 func runCluster(ctx context.Context, o Options, rep *Report) error {
 	rep.Cluster = &clusterload.Result{Config: o.Cluster}
-	return eachFreshServer(ctx, o, "cluster", func(c *scaleout.Cluster, flavour string, round int) error {
+	return eachFresh(ctx, o, "cluster", clusterVariants(o), func(c *scaleout.Cluster, flavour string, round int) error {
 		progress := func(line string) { fmt.Fprintf(o.Progress, "  %s, round %d: %s\n", flavour, round, line) }
 		steps, err := clusterload.Run(ctx, o.Cluster, clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), Progress: progress})
 		for _, s := range steps {
@@ -23,4 +24,17 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 		}
 		return errors.Join(err, rep.writeData())
 	})
+}
+
+// clusterVariants are the two builds, or with --cluster-syncs the k1m
+// build at each controller worker count.
+func clusterVariants(o Options) []serverVariant {
+	if len(o.Cluster.Syncs) == 0 {
+		return buildVariants(o)
+	}
+	var out []serverVariant
+	for _, n := range o.Cluster.Syncs {
+		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-syncs-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.ControllerSyncArgs(n)})
+	}
+	return out
 }

@@ -34,11 +34,16 @@ func runJoins(ctx context.Context, o Options, rep *Report) error {
 // time; logs under the results' runs/SCENARIO-BUILD-ROUND), and runs fn
 // on it; the cluster is taken down whatever fn returned.
 func eachFreshServer(ctx context.Context, o Options, scenario string, fn func(c *scaleout.Cluster, flavour string, round int) error) error {
+	return eachFresh(ctx, o, scenario, buildVariants(o), fn)
+}
+
+// buildVariants are the two builds' servers, at their defaults.
+func buildVariants(o Options) []serverVariant {
 	var variants []serverVariant
 	for _, flavour := range deployed.Flavours {
 		variants = append(variants, serverVariant{Name: flavour, K1M: o.Deployed.Binary(flavour)})
 	}
-	return eachFresh(ctx, o, scenario, variants, fn)
+	return variants
 }
 
 // serverVariant is a fresh server's binary and arguments, by name.

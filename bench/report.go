@@ -18,6 +18,7 @@ import (
 
 	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/dnsload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
@@ -43,6 +44,7 @@ type Report struct {
 	Schedule          *schedule.Result    `json:",omitempty"`
 	Cluster           *clusterload.Result `json:",omitempty"`
 	Proxy             *proxymode.Result   `json:",omitempty"`
+	DNS               *dnsload.Result     `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -286,6 +288,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.DNS != nil && len(rep.DNS.Steps) > 0 {
+		rows := append([][]string{rep.DNS.CSVHeader()}, rep.DNS.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "dns.csv"), rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -397,6 +405,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
 		b.WriteString(rep.Proxy.Markdown())
+	}
+	if rep.DNS != nil && len(rep.DNS.Steps) > 0 {
+		b.WriteString(rep.DNS.Markdown())
 	}
 	return b.String()
 }

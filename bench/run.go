@@ -12,6 +12,7 @@ import (
 	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/controlplane"
 	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/dnsload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
@@ -24,10 +25,10 @@ import (
 )
 
 // Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster", "proxy")
+var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster", "proxy", "dns")
 
 // DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
-// deployed, joins, schedule, cluster and proxy bring up local clusters and
+// deployed, joins, schedule, cluster, proxy and dns bring up local clusters and
 // are asked for by name.
 var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
 
@@ -68,6 +69,8 @@ type Options struct {
 	Cluster clusterload.Config
 	// Proxy is the proxy scenario's Service counts and churn.
 	Proxy proxymode.Config
+	// DNS is the dns scenario's query rates.
+	DNS dnsload.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string
@@ -109,6 +112,8 @@ func Run(ctx context.Context, o Options) error {
 			err = runCluster(ctx, o, rep)
 		case "proxy":
 			err = runProxy(ctx, o, rep)
+		case "dns":
+			err = runDNS(ctx, o, rep)
 		default:
 			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
 		}

@@ -34,6 +34,9 @@ type Values struct {
 	CoreDNSImage   string
 	BootstrapGroup string
 	AdminGroup     string
+	// CoreDNSReplicas is what pkg/dnsscale sets for the cluster's size
+	// (dnsscale.Initial), so that applying agrees with it.
+	CoreDNSReplicas int32
 }
 
 // Objects renders every manifest, in file order.
@@ -42,6 +45,9 @@ func Objects(v Values) ([]*unstructured.Unstructured, error) {
 		if value == "" {
 			return nil, fmt.Errorf("manifests: %s is empty", name)
 		}
+	}
+	if v.CoreDNSReplicas < 1 {
+		return nil, fmt.Errorf("manifests: CoreDNSReplicas is %d, want at least 1", v.CoreDNSReplicas)
 	}
 	entries, err := files.ReadDir(".")
 	if err != nil {

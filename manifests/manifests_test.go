@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,12 +9,13 @@ import (
 )
 
 func TestObjectsRenderWithEveryValue(t *testing.T) {
-	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins"})
+	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins", CoreDNSReplicas: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	kinds := map[string]int{}
 	var svcIP, image string
+	var replicas any
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 		if o.GetKind() == "Service" && o.GetName() == "kube-dns" {
@@ -22,7 +24,11 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 		if o.GetKind() == "Deployment" {
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			image = containers[0].(map[string]any)["image"].(string)
+			replicas, _, _ = unstructured.NestedFieldCopy(o.Object, "spec", "replicas")
 		}
+	}
+	if fmt.Sprint(replicas) != "7" {
+		t.Errorf("CoreDNS replicas = %v, want 7", replicas)
 	}
 	if svcIP != "fddf:4035:b510::a" {
 		t.Errorf("kube-dns clusterIP = %q", svcIP)
@@ -55,6 +61,13 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 	}
 	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 1 {
 		t.Errorf("unexpected kinds: %v", kinds)
+	}
+}
+
+func TestNoCoreDNSReplicasIsAnError(t *testing.T) {
+	_, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "x", BootstrapGroup: "g", AdminGroup: "a"})
+	if want := "manifests: CoreDNSReplicas is 0, want at least 1"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
 	}
 }
 

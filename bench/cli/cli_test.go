@@ -11,6 +11,7 @@ import (
 
 	"k1m.dev/k1m/bench"
 	"k1m.dev/k1m/bench/clusterload"
+	"k1m.dev/k1m/bench/dnsload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
@@ -170,7 +171,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy,dns`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -230,6 +231,14 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("proxy") + "\n" +
 			"--proxy-services 10000,1000: want ascending positive Service counts, e.g. 1000,10000\n" +
 			"--proxy-change-rate 0: want changes a second above 0, e.g. 10\n--proxy-window 1ms: want at least 1s, e.g. 30s"},
+		{"dns", func(o *RunOptions) {
+			o.Scenarios, o.DNSRates, o.DNS.Window, o.DNS.Sockets = "dns", "1000,0", 0, 0
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("dns") + "\n" +
+			"--dns-rates 1000,0: want ascending positive query rates, e.g. 1000,10000\n" +
+			"--dns-window 0s: want at least 1s, e.g. 10s\n--dns-sockets 0: want at least 1, e.g. 16"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -268,6 +277,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
 		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
 		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
+		DNS:       dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
@@ -290,6 +300,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50},
 		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
 		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
+		DNS:       dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)

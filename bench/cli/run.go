@@ -14,6 +14,7 @@ import (
 	"k1m.dev/k1m/bench"
 	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/dnsload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
@@ -100,11 +101,16 @@ type RunOptions struct {
 	// --cluster-pods, --cluster-replicas, --cluster-pace and
 	// --cluster-nodes-per-connection (Deployed's two builds too).
 	ClusterNodes string
+	ClusterSyncs string // --cluster-syncs, comma-separated
 	Cluster      clusterload.Config
 	// ProxyServices, Proxy hold --proxy-services (comma-separated),
 	// --proxy-change-rate and --proxy-window (the stock build's k1m).
 	ProxyServices string
 	Proxy         proxymode.Config
+	// DNSRates, DNS hold --dns-rates (comma-separated), --dns-window and
+	// --dns-sockets (the k1m build's k1m).
+	DNSRates string
+	DNS      dnsload.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -129,6 +135,8 @@ func DefaultRunOptions() RunOptions {
 			NodesPerConnection: clusterload.DefaultNodesPerConnection},
 		ProxyServices: "1000,10000",
 		Proxy:         proxymode.Config{ChangeRate: proxymode.DefaultChangeRate, Window: proxymode.DefaultWindow},
+		DNSRates:      counts(dnsload.DefaultRates),
+		DNS:           dnsload.Config{Window: dnsload.DefaultWindow, Sockets: dnsload.DefaultSockets},
 	}
 }
 
@@ -169,7 +177,11 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProxyServices, "proxy-services", o.ProxyServices, "proxy: the Service counts, ascending, comma-separated")
 	fs.Float64Var(&o.Proxy.ChangeRate, "proxy-change-rate", o.Proxy.ChangeRate, "proxy: EndpointSlice changes a second over each window")
 	fs.DurationVar(&o.Proxy.Window, "proxy-window", o.Proxy.Window, "proxy: how long the changes go on at each Service count")
+	fs.StringVar(&o.DNSRates, "dns-rates", o.DNSRates, "dns: the query rates a second offered to one CoreDNS replica, ascending, comma-separated")
+	fs.DurationVar(&o.DNS.Window, "dns-window", o.DNS.Window, "dns: how long each rate is offered")
+	fs.IntVar(&o.DNS.Sockets, "dns-sockets", o.DNS.Sockets, "dns: the client's UDP sockets")
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
+	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
 }
@@ -268,7 +280,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -294,7 +306,11 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c.Scenarios, _ = parseScenarios(o.Scenarios)
 	c.Schedule.Steps = parseCounts(o.ScheduleNodes)
 	c.Cluster.Steps = parseCounts(o.ClusterNodes)
+	if o.ClusterSyncs != "" {
+		c.Cluster.Syncs = parseCounts(o.ClusterSyncs)
+	}
 	c.Proxy.Steps = parseCounts(o.ProxyServices)
+	c.DNS.Rates = parseCounts(o.DNSRates)
 	return c
 }
 
@@ -354,7 +370,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy"} {
+	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy", "dns"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -376,6 +392,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "proxy") {
 		errs = append(errs, o.Proxy.Validate())
+	}
+	if slices.Contains(o.Scenarios, "dns") {
+		errs = append(errs, o.DNS.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -417,4 +436,14 @@ func parseScenarios(s string) ([]string, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// counts is the comma-separated form of a default list of counts, as its
+// flag takes it.
+func counts(ns []int) string {
+	fields := make([]string, len(ns))
+	for i, n := range ns {
+		fields[i] = strconv.Itoa(n)
+	}
+	return strings.Join(fields, ",")
 }

@@ -91,6 +91,22 @@ type Config struct {
 	Replicas           int     // pods per Deployment (each with a Service)
 	Pace               float64 // pods a second the Deployments are created at
 	NodesPerConnection int
+	// Syncs, when set, replaces the two builds by the k1m build at each
+	// of these controller worker counts (ControllerSyncArgs).
+	Syncs []int `json:",omitempty"`
+}
+
+// ControllerSyncArgs are `k1m server` flags giving the controllers this
+// load drives (Deployments, ReplicaSets, Endpoints, EndpointSlices) n
+// workers each, where upstream gives 5. CoreDNS's replicas are left at
+// their 2 (--dns-nodes-per-replica=0), as in the builds' runs, so that
+// the simulated nodes do not draw CoreDNS replicas of their own.
+func ControllerSyncArgs(n int) []string {
+	var args []string
+	for _, flag := range []string{"concurrent-deployment-syncs", "concurrent-replicaset-syncs", "concurrent-endpoint-syncs", "concurrent-service-endpoint-syncs"} {
+		args = append(args, fmt.Sprintf("--kube-controller-manager-arg=%s=%d", flag, n))
+	}
+	return append(args, "--dns-nodes-per-replica=0")
 }
 
 // Validate names the flag at fault.
@@ -107,6 +123,12 @@ func (c Config) Validate() error {
 	}
 	if c.NodesPerConnection < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
+	}
+	for _, n := range c.Syncs {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("--cluster-syncs %d: want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)", n))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }

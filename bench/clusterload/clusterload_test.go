@@ -206,3 +206,24 @@ func TestJudgeNamesEachReason(t *testing.T) {
 		t.Errorf("judge of a step within every bound: held %v, reasons %q", ok.Held, ok.Reasons)
 	}
 }
+
+func TestControllerSyncArgsGiveTheLoadsControllersNWorkers(t *testing.T) {
+	want := []string{
+		"--kube-controller-manager-arg=concurrent-deployment-syncs=20",
+		"--kube-controller-manager-arg=concurrent-replicaset-syncs=20",
+		"--kube-controller-manager-arg=concurrent-endpoint-syncs=20",
+		"--kube-controller-manager-arg=concurrent-service-endpoint-syncs=20",
+		"--dns-nodes-per-replica=0",
+	}
+	if got := ControllerSyncArgs(20); !reflect.DeepEqual(got, want) {
+		t.Errorf("ControllerSyncArgs(20) =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestValidateRefusesAWorkerCountBelowOne(t *testing.T) {
+	c := Config{Steps: []int{500}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50, Syncs: []int{5, 0}}
+	want := "--cluster-syncs 0: want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v, want %s", err, want)
+	}
+}

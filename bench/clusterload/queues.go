@@ -58,9 +58,9 @@ func queues(before, after apimetrics.Snapshot, window time.Duration) []Queue {
 	return out
 }
 
-// priorityLevels are the APF levels that dispatched requests over the
-// window, by name. The exempt level (system:masters, the bench's own
-// clients) has no seats and never waits.
+// priorityLevels are the APF levels that dispatched or refused requests
+// over the window, by name. The bench's own clients (the server's admin
+// credentials, group k1m:cluster-admins) are in global-default.
 func priorityLevels(before, after apimetrics.Snapshot, window time.Duration) []PriorityLevel {
 	const waitFamily = "apiserver_flowcontrol_request_wait_duration_seconds"
 	dispatched := after.SumsBy("apiserver_flowcontrol_dispatched_requests_total", "priority_level")

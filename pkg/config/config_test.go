@@ -157,6 +157,41 @@ func TestPodRoutes(t *testing.T) {
 	}
 }
 
+// --dns-nodes-per-replica defaults to constants.DNSNodesPerReplica, takes
+// 0 (scaling off) from a flag or the config file, and refuses a negative
+// count whole.
+func TestDNSNodesPerReplica(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		args []string
+		want int
+	}{
+		{"", nil, constants.DNSNodesPerReplica},
+		{"", []string{"--dns-nodes-per-replica=0"}, 0},
+		{"dns-nodes-per-replica: 500\n", nil, 500},
+	} {
+		s, err := parse(t, c.file, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Complete()
+		if err != nil {
+			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
+		}
+		if got.DNSNodesPerReplica != c.want {
+			t.Errorf("file %q, flags %q: %d nodes per replica, want %d", c.file, c.args, got.DNSNodesPerReplica, c.want)
+		}
+	}
+	s, err := parse(t, "", "--dns-nodes-per-replica=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--dns-nodes-per-replica -1: want nodes per CoreDNS replica, e.g. 100, or 0 to leave its replicas as they are set"
+	if err := s.Validate(); err == nil || err.Error() != want {
+		t.Errorf("--dns-nodes-per-replica=-1:\n got %v\nwant %s", err, want)
+	}
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
 	s, _ := parse(t, "", "--service-cidr=10.0.0.0/24", "--bind-address=0.0.0.0")
 	err := s.Validate()

@@ -60,6 +60,9 @@ type Server struct {
 	NodeIP       string
 	ImagesDir    string
 	ProxyMode    string
+	// DNSNodesPerReplica is the nodes per CoreDNS replica (pkg/dnsscale);
+	// 0 leaves CoreDNS's replicas as they are set.
+	DNSNodesPerReplica int
 	// PodLogsDir is the node agent's pod log directory (as an agent's):
 	// one per server when several share a machine.
 	PodLogsDir string
@@ -94,20 +97,21 @@ type Audit struct {
 // DefaultServer returns the defaults.
 func DefaultServer() Server {
 	return Server{
-		ConfigFile:      DefaultConfigFile,
-		DataDir:         constants.DefaultServerDataDir,
-		BindAddress:     "::",
-		HTTPSPort:       6443,
-		EtcdPort:        2379,
-		NoFsyncEtcdPort: 2381,
-		ClusterCIDR:     DefaultClusterCIDR,
-		ServiceCIDR:     DefaultServiceCIDR,
-		ClusterDomain:   "cluster.local",
-		PodRoutes:       string(constants.PodRoutesK1m),
-		RenewInterval:   DefaultRenewInterval,
-		ImagesDir:       DefaultImagesDir,
-		ProxyMode:       constants.ProxyModeIPTables,
-		PodLogsDir:      DefaultPodLogsDir,
+		ConfigFile:         DefaultConfigFile,
+		DataDir:            constants.DefaultServerDataDir,
+		BindAddress:        "::",
+		HTTPSPort:          6443,
+		EtcdPort:           2379,
+		NoFsyncEtcdPort:    2381,
+		ClusterCIDR:        DefaultClusterCIDR,
+		ServiceCIDR:        DefaultServiceCIDR,
+		ClusterDomain:      "cluster.local",
+		PodRoutes:          string(constants.PodRoutesK1m),
+		RenewInterval:      DefaultRenewInterval,
+		ImagesDir:          DefaultImagesDir,
+		ProxyMode:          constants.ProxyModeIPTables,
+		DNSNodesPerReplica: constants.DNSNodesPerReplica,
+		PodLogsDir:         DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
@@ -139,6 +143,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
 	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
+	fs.IntVar(&s.DNSNodesPerReplica, "dns-nodes-per-replica", s.DNSNodesPerReplica, "CoreDNS runs one replica per this many nodes, and at least 2 (the server holding the Lease kube-system/k1m-dns-scaler sets them once a minute); 0 leaves its replicas as they are set")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "where the node agent's kubelet writes container logs; one per server when several share a machine (each kubelet deletes the logs of pods it does not run)")
 	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key generated once in DATA-DIR/tls/secrets-encryption.key (mode 0600)")
 	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
@@ -209,6 +214,7 @@ func (s *Server) Validate() error {
 	add(requireIPv6Address("--advertise-address", s.AdvertiseAddress, false))
 	add(requireIPv6Address("--node-ip", s.NodeIP, false))
 	add(requireProxyMode(s.ProxyMode))
+	add(requireDNSNodesPerReplica(s.DNSNodesPerReplica))
 	add(requireNodeName("--node-name", s.NodeName))
 	add(requirePodLogsDir(s.PodLogsDir))
 	add(s.Datastore.validate())
@@ -282,6 +288,13 @@ func requireIPv6Address(flag, value string, required bool) error {
 
 // DefaultImagesDir holds the image archives an installed node imports.
 const DefaultImagesDir = "/var/lib/k1m/images"
+
+func requireDNSNodesPerReplica(n int) error {
+	if n < 0 {
+		return fmt.Errorf("--dns-nodes-per-replica %d: want nodes per CoreDNS replica, e.g. %d, or 0 to leave its replicas as they are set", n, constants.DNSNodesPerReplica)
+	}
+	return nil
+}
 
 func requireProxyMode(mode string) error {
 	if mode != constants.ProxyModeIPTables && mode != constants.ProxyModeNFTables {

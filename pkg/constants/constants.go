@@ -180,3 +180,9 @@ const (
 	ProxyModeIPTables = "iptables"
 	ProxyModeNFTables = "nftables"
 )
+
+// DNSNodesPerReplica is `k1m server --dns-nodes-per-replica`'s default:
+// CoreDNS runs one replica per this many nodes, and at least two
+// (pkg/dnsscale). docs/performance.md, "Large-cluster defaults", has the
+// measurement that chose it.
+const DNSNodesPerReplica = 100

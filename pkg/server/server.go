@@ -61,6 +61,7 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/dnsscale"
 	"k1m.dev/k1m/pkg/elect"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
@@ -196,6 +197,12 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", cfg.Routes)
 	} else {
 		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client) })
+	}
+	// CoreDNS's replicas follow the node count (pkg/dnsscale).
+	if per := cfg.DNSNodesPerReplica; per > 0 {
+		s.runElected(ctx, client, dnsscale.Election, (&dnsscale.Scaler{Client: client, PerReplica: per}).Run)
+	} else {
+		s.step("CoreDNS's replicas left as they are set (--dns-nodes-per-replica=0)")
 	}
 	go s.watchCertificates(ctx)
 	// Written last: its presence tells scripts that agents can join.
@@ -518,8 +525,13 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 		}
 		s.step("--token replaced the join token %s, which is deleted", token.replace)
 	}
-	s.step("applying manifests (node RBAC, CoreDNS at %s)", dns)
-	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage, BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup})
+	replicas, err := dnsscale.Initial(ctx, client, s.cfg.DNSNodesPerReplica)
+	if err != nil {
+		return err
+	}
+	s.step("applying manifests (node RBAC, CoreDNS at %s, %d replicas)", dns, replicas)
+	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage,
+		BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup, CoreDNSReplicas: replicas})
 }
 
 // phaseControllers starts kube-controller-manager and kube-scheduler as

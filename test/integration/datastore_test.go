@@ -134,7 +134,8 @@ func TestExternalDatastore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ext := startExternalEtcd(ctx, t, filepath.Join(dataRoot, "operator-etcd"), bridge)
-	opts.ServerArgs = ext.flags()
+	// One CoreDNS replica per node: three, one more than at the start.
+	opts.ServerArgs = append(ext.flags(), "--dns-nodes-per-replica=1")
 	h, err := localcluster.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +168,7 @@ func TestExternalDatastore(t *testing.T) {
 			t.Errorf("%d Leases in the external etcd, want 0 (they live in the servers' no-fsync etcd)", n)
 		}
 	})
+	t.Run("CoreDNSFollowsTheNodeCount", func(t *testing.T) { testCoreDNSFollowsNodes(ctx, t, clients[0], 3) })
 	t.Run("ProviderRoutedPodNetwork", func(t *testing.T) { testProviderRoutes(ctx, t, h, clients[0], k1m) })
 	t.Run("NoDurableMemberAndTheClaim", func(t *testing.T) {
 		caPEM, err := os.ReadFile(filepath.Join(server.TLSDir(h.Server(1).DataDir), "ca.crt"))

@@ -37,6 +37,7 @@ func main() {
 		{"schedule.csv", schedulePlots},
 		{"cluster.csv", clusterPlots},
 		{"proxy.csv", proxyPlots},
+		{"dns.csv", dnsPlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -177,6 +178,15 @@ func proxyPlots(dir string, rows []map[string]string) error {
 	return medianBars(dir, rows, key,
 		barChart{"programming_p99_ms", "proxy-programming.png", "kube-proxy: network programming p99 (mode, Services)", "ms"},
 		barChart{"proxy_cpu_ms_per_change", "proxy-cpu.png", "kube-proxy: CPU per EndpointSlice change (mode, Services)", "CPU-ms/change"})
+}
+
+// dnsPlots draws the dns scenario per offered rate: the answers' p99 and
+// CoreDNS's CPU per query.
+func dnsPlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["offered_per_s"] + "/s" }
+	return medianBars(dir, rows, key,
+		barChart{"latency_p99_us", "dns-p99.png", "One CoreDNS replica: answer p99 (offered queries/s)", "us"},
+		barChart{"coredns_cpu_us_per_query", "dns-cpu.png", "One CoreDNS replica: CPU per query (offered queries/s)", "CPU-us/query"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
