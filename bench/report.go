@@ -281,6 +281,9 @@ func (rep *Report) writeCSVs() error {
 		if err := writeCSV(filepath.Join(rep.Dir, "cluster-processes.csv"), rep.Cluster.ProcessCSV()); err != nil {
 			return err
 		}
+		if err := writeCSV(filepath.Join(rep.Dir, "cluster-queues.csv"), rep.Cluster.QueueCSV()); err != nil {
+			return err
+		}
 	}
 	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
 		rows := append([][]string{rep.Proxy.CSVHeader()}, rep.Proxy.CSVRows()...)

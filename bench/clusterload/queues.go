@@ -3,6 +3,7 @@ package clusterload
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,4 +111,22 @@ func (r *Result) queuesMarkdown(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %d | %s | %s |\n", s.Flavour, s.Round, s.Nodes, strings.Join(qs, "; "), strings.Join(ls, "; "))
 	}
+}
+
+// QueueCSV is cluster-queues.csv: each step's busy controller queues and
+// APF priority levels, a row each.
+func (r *Result) QueueCSV() [][]string {
+	rows := [][]string{{"flavour", "round", "nodes", "what", "name", "per_s", "wait_p99_ms", "sync_p99_ms", "rejected"}}
+	f := stats.CSVFloat
+	ms := func(d time.Duration) string { return f(float64(d) / float64(time.Millisecond)) }
+	for _, s := range r.Steps {
+		head := []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes)}
+		for _, q := range s.Queues {
+			rows = append(rows, append(slices.Clone(head), "queue", q.Name, f(q.AddsPerSecond), ms(q.Wait), ms(q.Work), ""))
+		}
+		for _, l := range s.PriorityLevels {
+			rows = append(rows, append(slices.Clone(head), "priority_level", l.Name, f(l.DispatchedPerSecond), ms(l.Wait), "", f(l.Rejected)))
+		}
+	}
+	return rows
 }

@@ -79,3 +79,17 @@ func TestPriorityLevelsCountDispatchesAndRefusals(t *testing.T) {
 		t.Errorf("priorityLevels = %+v, want %+v", got, want)
 	}
 }
+
+func TestQueueCSVIsARowPerQueueAndLevel(t *testing.T) {
+	r := Result{Steps: []Step{{Flavour: "k1m", Round: 1, Nodes: 500,
+		Queues:         []Queue{{Name: "deployment", AddsPerSecond: 19, Wait: 539 * time.Millisecond, Work: 813 * time.Millisecond}},
+		PriorityLevels: []PriorityLevel{{Name: "global-default", DispatchedPerSecond: 291, Wait: 5 * time.Millisecond}}}}}
+	want := [][]string{
+		{"flavour", "round", "nodes", "what", "name", "per_s", "wait_p99_ms", "sync_p99_ms", "rejected"},
+		{"k1m", "1", "500", "queue", "deployment", "19", "539", "813", ""},
+		{"k1m", "1", "500", "priority_level", "global-default", "291", "5", "", "0"},
+	}
+	if got := r.QueueCSV(); !reflect.DeepEqual(got, want) {
+		t.Errorf("QueueCSV() =\n%q\nwant\n%q", got, want)
+	}
+}

@@ -36,7 +36,7 @@ func (r *Result) Capacity() int {
 // CSVHeader and CSVRows are the steps as raw data (dns.csv).
 func (r *Result) CSVHeader() []string {
 	return []string{"round", "offered_per_s", "window_s", "sent", "answered", "failed", "lost", "lost_share", "answered_per_s",
-		"latency_p50_us", "latency_p90_us", "latency_p99_us", "latency_max_us", "coredns_cores", "coredns_cpu_us_per_query", "client_cores", "held"}
+		"latency_p50_us", "latency_p90_us", "latency_p99_us", "latency_max_us", "coredns_cores", "coredns_cpu_us_per_query", "client_cores", "coredns_exited", "held"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -47,7 +47,7 @@ func (r *Result) CSVRows() [][]string {
 		l := s.Reading.Latency
 		rows = append(rows, []string{fmt.Sprint(s.Round), fmt.Sprint(s.Rate), f(s.Window.Seconds()), fmt.Sprint(s.Reading.Sent),
 			fmt.Sprint(s.Reading.Answered), fmt.Sprint(s.Reading.Failed), fmt.Sprint(s.Reading.Lost()), f(s.LostShare()), f(s.AnsweredPerSecond()),
-			us(l.P50), us(l.P90), us(l.P99), us(l.Max), f(s.CoreDNSCores), us(s.CPUPerQuery), f(s.BenchCores), fmt.Sprint(s.Held)})
+			us(l.P50), us(l.P90), us(l.P99), us(l.Max), f(s.CoreDNSCores), us(s.CPUPerQuery), f(s.BenchCores), fmt.Sprint(s.Exited), fmt.Sprint(s.Held)})
 	}
 	return rows
 }
@@ -61,7 +61,10 @@ func (r *Result) Markdown() string {
 	b.WriteString("| round | offered/s | answered/s | lost or failed | latency p50 / p99 | CoreDNS cores | CoreDNS CPU per query | client cores | held |\n|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
 	for _, s := range r.Steps {
 		held := "yes"
-		if !s.Held {
+		switch {
+		case s.Exited:
+			held = "no: CoreDNS's process exited"
+		case !s.Held:
 			held = "no"
 		}
 		fmt.Fprintf(&b, "| %d | %d | %.0f | %.3f%% | %v / %v | %.2f | %v | %.2f | %s |\n", s.Round, s.Rate, s.AnsweredPerSecond(), 100*s.LostShare(),

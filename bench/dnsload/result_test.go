@@ -41,7 +41,7 @@ func TestCSVRowsAreEachStepsFigures(t *testing.T) {
 		Reading:      Reading{Sent: 10000, Answered: 9980, Failed: 10, Latency: latency(200*time.Microsecond, 900*time.Microsecond)},
 		CoreDNSCores: 0.25, CPUPerQuery: 275 * time.Microsecond, BenchCores: 0.1}}}
 	got := r.CSVRows()
-	want := [][]string{{"1", "1000", "10", "10000", "9980", "10", "10", "0.002", "998", "200", "0", "900", "0", "0.25", "275", "0.1", "false"}}
+	want := [][]string{{"1", "1000", "10", "10000", "9980", "10", "10", "0.002", "998", "200", "0", "900", "0", "0.25", "275", "0.1", "false", "false"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("CSVRows() =\n%v\nwant\n%v", got, want)
 	}
