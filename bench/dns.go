@@ -18,8 +18,9 @@ import (
 // sizing, not a comparison.
 func runDNS(ctx context.Context, o Options, rep *Report) error {
 	rep.DNS = &dnsload.Result{Config: o.DNS}
-	// The scaler would bring CoreDNS back from the one replica measured.
-	variants := []serverVariant{{Name: deployed.K1m, K1M: o.Deployed.Binary(deployed.K1m), Args: []string{"--dns-nodes-per-replica=0"}}}
+	// eachFresh keeps the scaler away (deployed.FixedCoreDNS), which would
+	// bring CoreDNS back from the one replica measured.
+	variants := []serverVariant{{Name: deployed.K1m, K1M: o.Deployed.Binary(deployed.K1m)}}
 	return eachFresh(ctx, o, "dns", variants, func(c *scaleout.Cluster, _ string, round int) error {
 		client, err := kubernetes.NewForConfig(c.Config(1))
 		if err != nil {

@@ -98,15 +98,13 @@ type Config struct {
 
 // ControllerSyncArgs are `k1m server` flags giving the controllers this
 // load drives (Deployments, ReplicaSets, Endpoints, EndpointSlices) n
-// workers each, where upstream gives 5. CoreDNS's replicas are left at
-// their 2 (--dns-nodes-per-replica=0), as in the builds' runs, so that
-// the simulated nodes do not draw CoreDNS replicas of their own.
+// workers each, where upstream gives 5.
 func ControllerSyncArgs(n int) []string {
 	var args []string
 	for _, flag := range []string{"concurrent-deployment-syncs", "concurrent-replicaset-syncs", "concurrent-endpoint-syncs", "concurrent-service-endpoint-syncs"} {
 		args = append(args, fmt.Sprintf("--kube-controller-manager-arg=%s=%d", flag, n))
 	}
-	return append(args, "--dns-nodes-per-replica=0")
+	return args
 }
 
 // Validate names the flag at fault.

@@ -213,7 +213,6 @@ func TestControllerSyncArgsGiveTheLoadsControllersNWorkers(t *testing.T) {
 		"--kube-controller-manager-arg=concurrent-replicaset-syncs=20",
 		"--kube-controller-manager-arg=concurrent-endpoint-syncs=20",
 		"--kube-controller-manager-arg=concurrent-service-endpoint-syncs=20",
-		"--dns-nodes-per-replica=0",
 	}
 	if got := ControllerSyncArgs(20); !reflect.DeepEqual(got, want) {
 		t.Errorf("ControllerSyncArgs(20) =\n%q\nwant\n%q", got, want)

@@ -192,8 +192,15 @@ func idleRead(ctx context.Context, c *scaleout.Cluster, out io.Writer) ([]Proces
 }
 
 // ServerArgs turn on kube-apiserver's /debug/pprof in both builds (off in
-// a `k1m server` otherwise), so that each flood is profiled.
-var ServerArgs = []string{"--kube-apiserver-arg=profiling=true"}
+// a `k1m server` otherwise), so that each flood is profiled, and keep
+// CoreDNS at its 2 replicas (FixedCoreDNS).
+var ServerArgs = []string{"--kube-apiserver-arg=profiling=true", FixedCoreDNS}
+
+// FixedCoreDNS is on every benchmark server: CoreDNS stays at 2 replicas
+// whatever the simulated nodes. k1m's scaler would otherwise add one per
+// 100 of them, and the scheduler place them on simulated nodes, a load
+// the recorded runs before the scaler did not have.
+const FixedCoreDNS = "--dns-nodes-per-replica=0"
 
 // ProfilePath is where the CPU profile of a flood of object is written in
 // its cluster's directory.

@@ -43,6 +43,10 @@ const (
 	// ReadyTimeout bounds the wait for CoreDNS at one replica.
 	ReadyTimeout = 3 * time.Minute
 
+	// maxPerSocket keeps a socket's 65,536 query ids from coming round
+	// within AnswerTimeout.
+	maxPerSocket = 60000
+
 	namespace  = "kube-system"
 	deployment = "coredns"
 	service    = "kube-dns"
@@ -65,6 +69,11 @@ func (c Config) Validate() error {
 	}
 	if c.Sockets < 1 {
 		errs = append(errs, fmt.Errorf("--dns-sockets %d: want at least 1, e.g. %d", c.Sockets, DefaultSockets))
+	} else if n := len(c.Rates); n > 0 && c.Rates[n-1] > maxPerSocket*c.Sockets {
+		// A socket's 16-bit query ids must not come round within
+		// AnswerTimeout, or answers are matched to the wrong query.
+		errs = append(errs, fmt.Errorf("--dns-rates up to %d over --dns-sockets %d: want at most %d queries a second per socket, e.g. --dns-sockets %d",
+			c.Rates[n-1], c.Sockets, maxPerSocket, (c.Rates[n-1]+maxPerSocket-1)/maxPerSocket))
 	}
 	return errors.Join(errs...)
 }
@@ -177,8 +186,8 @@ func step(ctx context.Context, cfg Config, server netip.AddrPort, names []string
 	s.Elapsed = time.Since(start)
 	cpu1, err := proc.ReadUsage(pid)
 	if errors.Is(err, fs.ErrNotExist) {
-		// Its container exited under the load (upstream's manifest
-		// limits it to 170 MiB): the rate is past what it takes.
+		// Its container exited under the load: the rate is past what
+		// it takes.
 		s.Exited = true
 		return s, nil
 	}
@@ -189,9 +198,10 @@ func step(ctx context.Context, cfg Config, server netip.AddrPort, names []string
 	if err != nil {
 		return s, err
 	}
+	// Over the window: the wait for the last answers after it is idle.
 	used := cpu1.Sub(cpu0).CPU
-	s.CoreDNSCores = used.Seconds() / s.Elapsed.Seconds()
-	s.BenchCores = (self1 - self0).Seconds() / s.Elapsed.Seconds()
+	s.CoreDNSCores = used.Seconds() / s.Window.Seconds()
+	s.BenchCores = (self1 - self0).Seconds() / s.Window.Seconds()
 	if s.Reading.Answered > 0 {
 		s.CPUPerQuery = used / time.Duration(s.Reading.Answered)
 	}

@@ -51,3 +51,14 @@ func TestCSVRowsAreEachStepsFigures(t *testing.T) {
 }
 
 func latency(p50, p99 time.Duration) stats.Latency { return stats.Latency{P50: p50, P99: p99} }
+
+func TestValidateKeepsEachSocketsIDsFromComingRound(t *testing.T) {
+	err := Config{Rates: []int{1000, 100000}, Window: DefaultWindow, Sockets: 1}.Validate()
+	want := "--dns-rates up to 100000 over --dns-sockets 1: want at most 60000 queries a second per socket, e.g. --dns-sockets 2"
+	if fmt.Sprint(err) != want {
+		t.Errorf("Validate() = %v, want %s", err, want)
+	}
+	if err := (Config{Rates: []int{120000}, Window: DefaultWindow, Sockets: 2}).Validate(); err != nil {
+		t.Errorf("120,000 a second over 2 sockets: %v", err)
+	}
+}

@@ -3,8 +3,9 @@
 // MinReplicas. One server does it (the holder of the Lease
 // kube-system/k1m-dns-scaler on a server of several), reading the node
 // count once a minute from one request that returns a single Node and
-// the number left (a list with limit 1): its cost does not grow with
-// the cluster.
+// the number left (a list with limit 1, which etcd answers by counting
+// its keys): one request a minute whatever the cluster's size, and no
+// Node list held anywhere.
 package dnsscale
 
 import (
@@ -51,6 +52,9 @@ func CountNodes(ctx context.Context, client kubernetes.Interface) (int, error) {
 	n := len(list.Items)
 	if list.RemainingItemCount != nil {
 		n += int(*list.RemainingItemCount)
+	} else if list.Continue != "" {
+		// More Nodes, and no count of them: never guess 1.
+		return 0, fmt.Errorf("counting nodes: a list with limit 1 said there are more but not how many (no remainingItemCount)")
 	}
 	return n, nil
 }
@@ -109,6 +113,12 @@ func (s *Scaler) Sync(ctx context.Context) error {
 	want := Replicas(nodes, s.PerReplica)
 	deployments := s.Client.AppsV1().Deployments(Namespace)
 	scale, err := deployments.GetScale(ctx, Deployment, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleted by hand: nothing to scale until a server's start
+		// applies it again.
+		klog.V(2).InfoS("no CoreDNS Deployment to scale", "deployment", Namespace+"/"+Deployment)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading %s/%s's scale: %w", Namespace, Deployment, err)
 	}

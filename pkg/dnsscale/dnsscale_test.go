@@ -114,3 +114,30 @@ func TestInitialAgreesWithTheScalerOrKeepsTheCountWhenOff(t *testing.T) {
 		t.Errorf("Initial(scaling off, no CoreDNS yet) = %d, %v; want %d", got, err, MinReplicas)
 	}
 }
+
+func TestCountNodesRefusesAListWithMoreAndNoCount(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &corev1.NodeList{ListMeta: metav1.ListMeta{Continue: "next"}, Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}}}}, nil
+	})
+	_, err := CountNodes(context.Background(), client)
+	if want := "counting nodes: a list with limit 1 said there are more but not how many (no remainingItemCount)"; fmt.Sprint(err) != want {
+		t.Errorf("CountNodes() error = %v, want %s", err, want)
+	}
+}
+
+func TestSyncWithoutCoreDNSDoesNothing(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		left := int64(999)
+		return true, &corev1.NodeList{Items: []corev1.Node{{}}, ListMeta: metav1.ListMeta{RemainingItemCount: &left}}, nil
+	})
+	if err := (&Scaler{Client: client, PerReplica: 100}).Sync(context.Background()); err != nil {
+		t.Errorf("Sync() with no CoreDNS Deployment = %v, want nil", err)
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "update" {
+			t.Errorf("an update with no CoreDNS Deployment: %v", a)
+		}
+	}
+}
