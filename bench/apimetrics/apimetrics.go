@@ -126,11 +126,16 @@ func (s Snapshot) Latencies(verbs map[string]bool) map[Call][]stats.Bucket {
 // latencies sums apiserver_request_duration_seconds's series into one
 // histogram per key of the series pick keeps.
 func (s Snapshot) latencies(pick func(*dto.Metric) (Call, bool)) map[Call][]stats.Bucket {
-	f := s["apiserver_request_duration_seconds"]
-	if f == nil {
+	if s["apiserver_request_duration_seconds"] == nil {
 		return nil
 	}
-	sums := map[Call]map[float64]float64{}
+	return histogramsBy(s["apiserver_request_duration_seconds"], pick)
+}
+
+// histogramsBy sums family f's series into one cumulative histogram per
+// key of the series pick keeps.
+func histogramsBy[K comparable](f *dto.MetricFamily, pick func(*dto.Metric) (K, bool)) map[K][]stats.Bucket {
+	sums := map[K]map[float64]float64{}
 	for _, m := range f.GetMetric() {
 		key, ok := pick(m)
 		if !ok {
@@ -141,7 +146,7 @@ func (s Snapshot) latencies(pick func(*dto.Metric) (Call, bool)) map[Call][]stat
 		}
 		addHistogram(sums[key], m.GetHistogram())
 	}
-	out := map[Call][]stats.Bucket{}
+	out := map[K][]stats.Bucket{}
 	for key, bounds := range sums {
 		out[key] = buckets(bounds)
 	}
@@ -220,19 +225,7 @@ func (s Snapshot) Sum(name string) float64 {
 // per value of label by, e.g. the controller-manager's
 // workqueue_queue_duration_seconds per queue "name".
 func (s Snapshot) HistogramsBy(name, by string) map[string][]stats.Bucket {
-	sums := map[string]map[float64]float64{}
-	for _, m := range s[name].GetMetric() {
-		key := label(m, by)
-		if sums[key] == nil {
-			sums[key] = map[float64]float64{}
-		}
-		addHistogram(sums[key], m.GetHistogram())
-	}
-	out := map[string][]stats.Bucket{}
-	for key, bounds := range sums {
-		out[key] = buckets(bounds)
-	}
-	return out
+	return histogramsBy(s[name], func(m *dto.Metric) (string, bool) { return label(m, by), true })
 }
 
 // SumsBy sums family name's series (counters and gauges) per value of
