@@ -65,7 +65,7 @@ func eachFresh(ctx context.Context, o Options, scenario string, variants []serve
 		for _, v := range order {
 			clusterDir := filepath.Join(runsDir, fmt.Sprintf("%s-%s-%d", scenario, v.Name, round))
 			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", scenario, round, o.Rounds, v.Name, clusterDir)
-			shape := scaleout.Shape{Name: scenario + "-" + v.Name, Servers: 1, K1M: v.K1M, ServerArgs: append([]string{deployed.FixedCoreDNS}, v.Args...)}
+			shape := scaleout.Shape{Name: scenario + "-" + v.Name, Servers: 1, K1M: v.K1M, ServerArgs: append(append([]string{deployed.FixedCoreDNS}, v.Args...), o.ServerArgs...)}
 			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
 			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error { return fn(c, v.Name, round) })
 			if err != nil {

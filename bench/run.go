@@ -38,8 +38,12 @@ type Options struct {
 	BuildOut  string // where make build / make build-stock put the binaries
 	Self      string // this binary (etcd runs as `Self etcd`)
 	Scenarios []string
-	Rounds    int  // alternating rounds of every variant
-	Ablation  bool // lease flood also on each single change over stock
+	Rounds    int // alternating rounds of every variant
+	// ServerArgs are more `k1m server` flags for every server a scenario
+	// brings up with eachFresh (joins, schedule, cluster, proxy, dns),
+	// e.g. --kube-scheduler-arg=profiling=true to profile it by hand.
+	ServerArgs []string
+	Ablation   bool // lease flood also on each single change over stock
 	// CPUProfiles: CPU-profile kube-apiserver and etcd over each lease
 	// flood's window and break the CPU down (CPU profiles in runs/, table
 	// in summary).

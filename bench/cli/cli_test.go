@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -310,5 +312,23 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 	o.Leases = -1
 	if got, err := o.Complete(); err == nil || !reflect.DeepEqual(got, bench.Options{}) {
 		t.Errorf("Complete() of --leases -1 = %+v, %v; want no run and an error", got, err)
+	}
+}
+
+func TestServerArgFlagsReachEveryServerAndNeedDashes(t *testing.T) {
+	o := DefaultRunOptions()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--server-arg=--kube-scheduler-arg=profiling=true", "--server-arg", "--v=2"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"--kube-scheduler-arg=profiling=true", "--v=2"}; !reflect.DeepEqual(o.ServerArgs, want) {
+		t.Errorf("ServerArgs = %q, want %q", o.ServerArgs, want)
+	}
+	err := fs.Parse([]string{"--server-arg=profiling=true"})
+	want := `invalid value "profiling=true" for flag -server-arg: want a ` + "`k1m server`" + ` flag starting with --, e.g. --kube-scheduler-arg=profiling=true`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %s", err, want)
 	}
 }

@@ -73,6 +73,7 @@ type RunOptions struct {
 	Ablation       bool
 	CPUProfiles    bool
 	Rounds         int
+	ServerArgs     []string // --server-arg, repeated
 	Leases         int
 	Workers        int
 	Watchers       int
@@ -149,6 +150,13 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
 	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
+	fs.Func("server-arg", "joins, schedule, cluster, proxy, dns: one more `k1m server` flag for every server they bring up (repeatable), e.g. --server-arg=--kube-scheduler-arg=profiling=true", func(v string) error {
+		if !strings.HasPrefix(v, "--") {
+			return fmt.Errorf("want a `k1m server` flag starting with --, e.g. --kube-scheduler-arg=profiling=true")
+		}
+		o.ServerArgs = append(o.ServerArgs, v)
+		return nil
+	})
 	fs.IntVar(&o.Leases, "leases", o.Leases, "Leases renewed in the lease flood (bench profile's default)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "lease flood renewers (bench profile's default)")
 	fs.IntVar(&o.Watchers, "watchers", o.Watchers, "watches on the Leases (bench profile's default)")
@@ -278,7 +286,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 // out: Validate reports it), and the lists parsed (nil when they do not
 // parse).
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
-	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
+	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, ServerArgs: o.ServerArgs, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
 		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
