@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
@@ -23,9 +24,22 @@ const schedulerProcess = "k1m kube-scheduler"
 // soon as they are in.
 func runSchedule(ctx context.Context, o Options, rep *Report) error {
 	rep.Schedule = &schedule.Result{Config: o.Schedule}
-	return eachFreshServer(ctx, o, "schedule", func(c *scaleout.Cluster, flavour string, round int) error {
+	return eachFresh(ctx, o, "schedule", scheduleVariants(o), func(c *scaleout.Cluster, flavour string, round int) error {
 		return scheduleRound(ctx, o, c, flavour, round, rep)
 	})
+}
+
+// scheduleVariants are the two builds, or with --schedule-scores the k1m
+// build at each percentage of nodes to score.
+func scheduleVariants(o Options) []serverVariant {
+	if len(o.Schedule.Scores) == 0 {
+		return buildVariants(o)
+	}
+	var out []serverVariant
+	for _, p := range o.Schedule.Scores {
+		out = append(out, serverVariant{Name: schedule.ScoreVariant(p), K1M: o.Deployed.Binary(deployed.K1m), Args: schedule.ScoreArgs(p)})
+	}
+	return out
 }
 
 func scheduleRound(ctx context.Context, o Options, c *scaleout.Cluster, flavour string, round int, rep *Report) error {

@@ -217,6 +217,15 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
 			"\n--schedule-nodes 5000,1000: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
+		{"schedule scores not numbers", func(o *RunOptions) { o.ScheduleScores = "0,five" },
+			`--schedule-scores "0,five": want whole numbers separated by commas, e.g. 0,5,1`},
+		{"schedule scores out of range", func(o *RunOptions) {
+			o.Scenarios, o.ScheduleScores = "schedule", "0,150"
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
+			"\n--schedule-scores 150: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"},
 		{"cluster", func(o *RunOptions) {
 			o.Scenarios, o.ClusterNodes, o.Cluster.Pods, o.Cluster.Replicas, o.Cluster.Pace, o.Cluster.NodesPerConnection = "cluster", "0", 15, 10, 0, 0
 			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"

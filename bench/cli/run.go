@@ -96,8 +96,9 @@ type RunOptions struct {
 	Joins joins.Config
 	// ScheduleNodes, Schedule hold --schedule-nodes (comma-separated),
 	// --schedule-pods and --schedule-workers (Deployed's two builds too).
-	ScheduleNodes string
-	Schedule      schedule.Config
+	ScheduleNodes  string
+	ScheduleScores string // --schedule-scores, comma-separated
+	Schedule       schedule.Config
 	// ClusterNodes, Cluster hold --cluster-nodes (comma-separated),
 	// --cluster-pods, --cluster-replicas, --cluster-pace and
 	// --cluster-nodes-per-connection (Deployed's two builds too).
@@ -178,6 +179,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ScheduleNodes, "schedule-nodes", o.ScheduleNodes, "schedule: the node counts, ascending, comma-separated")
 	fs.IntVar(&o.Schedule.Pods, "schedule-pods", o.Schedule.Pods, "schedule: pods scheduled at each node count")
 	fs.IntVar(&o.Schedule.Workers, "schedule-workers", o.Schedule.Workers, "schedule: pod creates in flight")
+	fs.StringVar(&o.ScheduleScores, "schedule-scores", o.ScheduleScores, "schedule: instead of the two builds, the k1m build with kube-scheduler's percentageOfNodesToScore at each of these, comma-separated (0: upstream's adaptive default; e.g. 0,5,1)")
 	fs.StringVar(&o.ClusterNodes, "cluster-nodes", o.ClusterNodes, "cluster: the simulated node counts, ascending, comma-separated")
 	fs.IntVar(&o.Cluster.Pods, "cluster-pods", o.Cluster.Pods, "cluster: pods created at each node count (a multiple of --cluster-replicas)")
 	fs.IntVar(&o.Cluster.Replicas, "cluster-replicas", o.Cluster.Replicas, "cluster: pods per Deployment (each with a Service)")
@@ -250,7 +252,7 @@ func (o RunOptions) Validate() error {
 		errs = append(errs, err)
 	}
 	_, err := parseScenarios(o.Scenarios)
-	errs = append(errs, err)
+	errs = append(errs, err, requireNumbers("--schedule-scores", o.ScheduleScores, "0,5,1"))
 	c := o.resolve(p)
 	if c.Rounds < 1 {
 		errs = append(errs, fmt.Errorf("--rounds %d: want at least 1", c.Rounds))
@@ -313,6 +315,9 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	}
 	c.Scenarios, _ = parseScenarios(o.Scenarios)
 	c.Schedule.Steps = parseCounts(o.ScheduleNodes)
+	if o.ScheduleScores != "" {
+		c.Schedule.Scores = parseCounts(o.ScheduleScores)
+	}
 	c.Cluster.Steps = parseCounts(o.ClusterNodes)
 	if o.ClusterSyncs != "" {
 		c.Cluster.Syncs = parseCounts(o.ClusterSyncs)
@@ -335,6 +340,21 @@ func override(dst *int, v int) {
 	if v > 0 {
 		*dst = v
 	}
+}
+
+// requireNumbers checks that a list flag, when given, is whole numbers
+// separated by commas (their range is the scenario's Validate), so that
+// a typo is not read as 0.
+func requireNumbers(flag, list, example string) error {
+	if list == "" {
+		return nil
+	}
+	for _, f := range strings.Split(list, ",") {
+		if _, err := strconv.Atoi(strings.TrimSpace(f)); err != nil {
+			return fmt.Errorf("%s %q: want whole numbers separated by commas, e.g. %s", flag, list, example)
+		}
+	}
+	return nil
 }
 
 // requireOverride checks a flag whose zero value means "the bench profile's".

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +47,24 @@ type Config struct {
 	Steps   []int // node counts, ascending
 	Pods    int   // pods scheduled at each step
 	Workers int   // pod creates in flight
+	// Scores, when set, replaces the two builds by the k1m build at each
+	// of these percentages of nodes to score (ScoreArgs; 0 is upstream's
+	// adaptive default).
+	Scores []int `json:",omitempty"`
+}
+
+// ScoreArgs are the `k1m server` flags that set kube-scheduler's
+// percentageOfNodesToScore to percent.
+func ScoreArgs(percent int) []string {
+	return []string{fmt.Sprintf("--scheduler-percentage-of-nodes-to-score=%d", percent)}
+}
+
+// ScoreVariant names the k1m build's server at percent.
+func ScoreVariant(percent int) string {
+	if percent == 0 {
+		return "k1m-score-adaptive"
+	}
+	return fmt.Sprintf("k1m-score-%d", percent)
 }
 
 // Validate names the flag at fault.
@@ -56,6 +75,12 @@ func (c Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--schedule-workers %d: want at least 1, e.g. %d", c.Workers, DefaultWorkers))
+	}
+	for _, p := range c.Scores {
+		if p < 0 || p > 100 {
+			errs = append(errs, fmt.Errorf("--schedule-scores %d: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)", p))
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -72,6 +97,10 @@ type Step struct {
 	Created, Bound time.Duration
 	// SchedulerCPU is the scheduler process's CPU over the step.
 	SchedulerCPU time.Duration
+	// NodesUsed is how many nodes got one of the step's pods, and
+	// MostOnANode the most any one got: how evenly the scheduler spread
+	// them when it scores a share of the nodes.
+	NodesUsed, MostOnANode int
 }
 
 // PodsPerSecond is the pods bound per second, from the first create.
@@ -87,8 +116,8 @@ func (s Step) CPUPerPod() float64 {
 
 // Line is a step's one-line summary.
 func (s Step) Line() string {
-	return fmt.Sprintf("%d nodes: %d pods bound in %s (%.0f pods/s; created at %.0f/s), scheduler %.0f CPU-µs per pod",
-		s.Nodes, s.Pods, s.Bound.Round(100*time.Millisecond), s.PodsPerSecond(), s.CreatedPerSecond(), s.CPUPerPod())
+	return fmt.Sprintf("%d nodes: %d pods bound in %s (%.0f pods/s; created at %.0f/s), scheduler %.0f CPU-µs per pod; on %d nodes, at most %d on one",
+		s.Nodes, s.Pods, s.Bound.Round(100*time.Millisecond), s.PodsPerSecond(), s.CreatedPerSecond(), s.CPUPerPod(), s.NodesUsed, s.MostOnANode)
 }
 
 // Run registers nodes and schedules pods at each step of cfg; scheduler
@@ -140,7 +169,7 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 		created = time.Since(start)
 		createErr <- err
 	}()
-	b := &binds{prefix: prefix, seen: map[string]bool{}}
+	b := &binds{prefix: prefix, seen: map[string]bool{}, onNode: map[string]int{}}
 	err = b.wait(ctx, pods, cfg.Pods)
 	if err := errors.Join(err, <-createErr); err != nil {
 		return Step{}, err
@@ -149,20 +178,32 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 	if err != nil {
 		return Step{}, fmt.Errorf("the scheduler's CPU: %w", err)
 	}
-	return Step{Pods: len(b.seen), Created: created, Bound: b.last.Sub(start), SchedulerCPU: after.Sub(before).CPU}, nil
+	used, most := b.placement()
+	return Step{Pods: len(b.seen), Created: created, Bound: b.last.Sub(start), SchedulerCPU: after.Sub(before).CPU, NodesUsed: used, MostOnANode: most}, nil
 }
 
-// binds records the pods named prefix* seen bound, and when the last was.
+// binds records the pods named prefix* seen bound, where, and when the
+// last was.
 type binds struct {
 	prefix string
 	seen   map[string]bool
+	onNode map[string]int // pods per node
 	last   time.Time
 }
 
 func (b *binds) see(pod *corev1.Pod) {
 	if strings.HasPrefix(pod.Name, b.prefix) && pod.Spec.NodeName != "" && !b.seen[pod.Name] {
 		b.seen[pod.Name], b.last = true, time.Now()
+		b.onNode[pod.Spec.NodeName]++
 	}
+}
+
+// placement is how many nodes got pods, and the most one got.
+func (b *binds) placement() (nodes, most int) {
+	for _, n := range b.onNode {
+		most = max(most, n)
+	}
+	return len(b.onNode), most
 }
 
 // wait lists and watches the pods until want are bound, listing and
@@ -247,14 +288,14 @@ type Result struct {
 
 // CSVHeader and CSVRows are the steps as raw data (schedule.csv).
 func (r *Result) CSVHeader() []string {
-	return []string{"flavour", "round", "nodes", "pods", "bound_s", "pods_per_s", "created_per_s", "scheduler_cpu_us_per_pod"}
+	return []string{"flavour", "round", "nodes", "pods", "bound_s", "pods_per_s", "created_per_s", "scheduler_cpu_us_per_pod", "nodes_used", "most_on_a_node"}
 }
 
 func (r *Result) CSVRows() [][]string {
 	var rows [][]string
 	for _, s := range r.Steps {
 		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Pods), stats.CSVFloat(s.Bound.Seconds()),
-			stats.CSVFloat(s.PodsPerSecond()), stats.CSVFloat(s.CreatedPerSecond()), stats.CSVFloat(s.CPUPerPod())})
+			stats.CSVFloat(s.PodsPerSecond()), stats.CSVFloat(s.CreatedPerSecond()), stats.CSVFloat(s.CPUPerPod()), fmt.Sprint(s.NodesUsed), fmt.Sprint(s.MostOnANode)})
 	}
 	return rows
 }
@@ -265,15 +306,22 @@ func (r *Result) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Scheduler: %d pods at each node count, created %d at a time (median of rounds)\n\n", r.Config.Pods, r.Config.Workers)
 	b.WriteString("Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n")
-	b.WriteString("| nodes | build | pods/s | created/s | scheduler CPU-µs per pod |\n|---:|---|---:|---:|---:|\n")
+	b.WriteString("Nodes used, most on a node: how many nodes got the step's pods and the most one got (medians).\n\n")
+	b.WriteString("| nodes | build | pods/s | created/s | scheduler CPU-µs per pod | nodes used | most on a node |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	nodes := map[int]bool{}
 	var counts []int
+	var flavours []string
 	for _, s := range r.Steps {
 		if !nodes[s.Nodes] {
 			nodes[s.Nodes] = true
 			counts = append(counts, s.Nodes)
 		}
+		if !slices.Contains(flavours, s.Flavour) {
+			flavours = append(flavours, s.Flavour)
+		}
 	}
+	// The builds first, stock before k1m; other variants as they came.
+	slices.SortStableFunc(flavours, func(a, b string) int { return buildOrder(a) - buildOrder(b) })
 	sort.Ints(counts)
 	median := func(n int, flavour string, f func(Step) float64) float64 {
 		var v []float64
@@ -285,12 +333,13 @@ func (r *Result) Markdown() string {
 		return stats.Median(v)
 	}
 	for _, n := range counts {
-		for _, flavour := range []string{"stock", "k1m"} {
+		for _, flavour := range flavours {
 			rate := median(n, flavour, Step.PodsPerSecond)
 			if rate == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.0f |\n", n, flavour, rate, median(n, flavour, Step.CreatedPerSecond), median(n, flavour, Step.CPUPerPod))
+			fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.0f | %.0f | %.0f |\n", n, flavour, rate, median(n, flavour, Step.CreatedPerSecond), median(n, flavour, Step.CPUPerPod),
+				median(n, flavour, func(s Step) float64 { return float64(s.NodesUsed) }), median(n, flavour, func(s Step) float64 { return float64(s.MostOnANode) }))
 		}
 	}
 	b.WriteString("\n")
@@ -302,4 +351,15 @@ func (r *Result) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// buildOrder puts stock, then k1m, before any other variant.
+func buildOrder(flavour string) int {
+	switch flavour {
+	case "stock":
+		return 0
+	case "k1m":
+		return 1
+	}
+	return 2
 }

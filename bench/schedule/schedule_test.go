@@ -21,6 +21,8 @@ func TestValidateNamesEachFlag(t *testing.T) {
 		{Config{Steps: []int{1000, 1000}, Pods: 1, Workers: 1}, "--schedule-nodes 1000,1000: want ascending positive node counts, e.g. 1000,5000"},
 		{Config{Steps: []int{0}, Pods: 0, Workers: 0}, "--schedule-nodes 0: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
 		{Config{Pods: 1, Workers: 1}, "--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"},
+		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, Scores: []int{0, 5, 1}}, "<nil>"},
+		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, Scores: []int{0, 101}}, "--schedule-scores 101: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"},
 	} {
 		if got := fmt.Sprint(c.cfg.Validate()); got != c.want {
 			t.Errorf("Validate(%+v) = %s, want %s", c.cfg, got, c.want)
@@ -44,21 +46,25 @@ func TestNewPodToleratesEveryTaint(t *testing.T) {
 
 func TestReportRowsAndSummary(t *testing.T) {
 	r := &Result{Config: Config{Steps: []int{1000}, Pods: 2000, Workers: 50}, Steps: []Step{
-		{Flavour: "stock", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 40 * time.Second, SchedulerCPU: 4 * time.Second},
-		{Flavour: "k1m", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 10 * time.Second, SchedulerCPU: 3 * time.Second},
+		{Flavour: "k1m-score-1", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 8 * time.Second, SchedulerCPU: time.Second, NodesUsed: 990, MostOnANode: 4},
+		{Flavour: "k1m", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 10 * time.Second, SchedulerCPU: 3 * time.Second, NodesUsed: 1000, MostOnANode: 2},
+		{Flavour: "stock", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 40 * time.Second, SchedulerCPU: 4 * time.Second, NodesUsed: 1000, MostOnANode: 2},
 	}}
 	wantRows := [][]string{
-		{"stock", "1", "1000", "2000", "40", "50", "400", "2000"},
-		{"k1m", "1", "1000", "2000", "10", "200", "400", "1500"},
+		{"k1m-score-1", "1", "1000", "2000", "8", "250", "400", "500", "990", "4"},
+		{"k1m", "1", "1000", "2000", "10", "200", "400", "1500", "1000", "2"},
+		{"stock", "1", "1000", "2000", "40", "50", "400", "2000", "1000", "2"},
 	}
 	if got := r.CSVRows(); !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("CSVRows = %q, want %q", got, wantRows)
 	}
 	want := "\n## Scheduler: 2000 pods at each node count, created 50 at a time (median of rounds)\n\n" +
 		"Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n" +
-		"| nodes | build | pods/s | created/s | scheduler CPU-µs per pod |\n|---:|---|---:|---:|---:|\n" +
-		"| 1000 | stock | 50.0 | 400.0 | 2000 |\n" +
-		"| 1000 | k1m | 200.0 | 400.0 | 1500 |\n\n" +
+		"Nodes used, most on a node: how many nodes got the step's pods and the most one got (medians).\n\n" +
+		"| nodes | build | pods/s | created/s | scheduler CPU-µs per pod | nodes used | most on a node |\n|---:|---|---:|---:|---:|---:|---:|\n" +
+		"| 1000 | stock | 50.0 | 400.0 | 2000 | 1000 | 2 |\n" +
+		"| 1000 | k1m | 200.0 | 400.0 | 1500 | 1000 | 2 |\n" +
+		"| 1000 | k1m-score-1 | 250.0 | 400.0 | 500 | 990 | 4 |\n\n" +
 		"1000 nodes, k1m / stock: pods/s x4.00, CPU per pod x0.75.\n"
 	if got := r.Markdown(); got != want {
 		t.Errorf("Markdown =\n%s\nwant\n%s", got, want)
@@ -102,11 +108,14 @@ func TestBindsSurviveAnEndedWatch(t *testing.T) {
 		lists:  [][]corev1.Pod{{pod("step1-00000", ""), pod("step0-00000", "node-1")}, {pod("step1-00000", "node-2"), bound}},
 		events: []*corev1.Pod{&bound},
 	}
-	b := &binds{prefix: "step1-", seen: map[string]bool{}}
+	b := &binds{prefix: "step1-", seen: map[string]bool{}, onNode: map[string]int{}}
 	if err := b.wait(context.Background(), f, 2); err != nil {
 		t.Fatal(err)
 	}
 	if want := map[string]bool{"step1-00000": true, "step1-00001": true}; !reflect.DeepEqual(b.seen, want) || f.calls != 2 {
 		t.Errorf("seen %v after %d lists, want %v after 2", b.seen, f.calls, want)
+	}
+	if nodes, most := b.placement(); nodes != 2 || most != 1 {
+		t.Errorf("placement: %d nodes, at most %d on one; want 2 nodes, at most 1", nodes, most)
 	}
 }

@@ -76,6 +76,8 @@ var (
 		"kubeconfig":                "k1m writes the scheduler's kubeconfig",
 		"authentication-kubeconfig": "k1m writes the scheduler's kubeconfig",
 		"authorization-kubeconfig":  "k1m writes the scheduler's kubeconfig",
+		"config":                    "k1m writes the scheduler's configuration file (--scheduler-percentage-of-nodes-to-score; kube-api-qps, kube-api-burst, profiling and the scheduler's other deprecated flags given here are put into it)",
+		"write-config-to":           "k1m runs the scheduler, which would write its configuration and exit",
 	}}
 	Kubelet = Component{Name: "kubelet", Flag: "--kubelet-arg", owned: map[string]string{
 		"config":                     "k1m writes the kubelet's configuration",

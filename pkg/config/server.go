@@ -15,6 +15,7 @@ import (
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/pki"
+	"k1m.dev/k1m/pkg/schedulerconfig"
 )
 
 // k1m's default address plan: one unique local block, fddf:4035:b500::/40,
@@ -63,6 +64,10 @@ type Server struct {
 	// DNSNodesPerReplica is the nodes per CoreDNS replica (pkg/dnsscale);
 	// 0 leaves CoreDNS's replicas as they are set.
 	DNSNodesPerReplica int
+	// SchedulerPercentageOfNodesToScore is kube-scheduler's
+	// percentageOfNodesToScore (pkg/schedulerconfig); 0: upstream's
+	// adaptive default.
+	SchedulerPercentageOfNodesToScore int
 	// PodLogsDir is the node agent's pod log directory (as an agent's):
 	// one per server when several share a machine.
 	PodLogsDir string
@@ -97,21 +102,22 @@ type Audit struct {
 // DefaultServer returns the defaults.
 func DefaultServer() Server {
 	return Server{
-		ConfigFile:         DefaultConfigFile,
-		DataDir:            constants.DefaultServerDataDir,
-		BindAddress:        "::",
-		HTTPSPort:          6443,
-		EtcdPort:           2379,
-		NoFsyncEtcdPort:    2381,
-		ClusterCIDR:        DefaultClusterCIDR,
-		ServiceCIDR:        DefaultServiceCIDR,
-		ClusterDomain:      "cluster.local",
-		PodRoutes:          string(constants.PodRoutesK1m),
-		RenewInterval:      DefaultRenewInterval,
-		ImagesDir:          DefaultImagesDir,
-		ProxyMode:          constants.ProxyModeIPTables,
-		DNSNodesPerReplica: constants.DNSNodesPerReplica,
-		PodLogsDir:         DefaultPodLogsDir,
+		ConfigFile:                        DefaultConfigFile,
+		DataDir:                           constants.DefaultServerDataDir,
+		BindAddress:                       "::",
+		HTTPSPort:                         6443,
+		EtcdPort:                          2379,
+		NoFsyncEtcdPort:                   2381,
+		ClusterCIDR:                       DefaultClusterCIDR,
+		ServiceCIDR:                       DefaultServiceCIDR,
+		ClusterDomain:                     "cluster.local",
+		PodRoutes:                         string(constants.PodRoutesK1m),
+		RenewInterval:                     DefaultRenewInterval,
+		ImagesDir:                         DefaultImagesDir,
+		ProxyMode:                         constants.ProxyModeIPTables,
+		DNSNodesPerReplica:                constants.DNSNodesPerReplica,
+		SchedulerPercentageOfNodesToScore: flavor.SchedulerPercentageOfNodesToScore,
+		PodLogsDir:                        DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
@@ -144,6 +150,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
 	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
 	fs.IntVar(&s.DNSNodesPerReplica, "dns-nodes-per-replica", s.DNSNodesPerReplica, "CoreDNS runs one replica per this many nodes, and at least 2 (the server holding the Lease kube-system/k1m-dns-scaler sets them once a minute); 0 leaves its replicas as they are set")
+	fs.IntVar(&s.SchedulerPercentageOfNodesToScore, "scheduler-percentage-of-nodes-to-score", s.SchedulerPercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore: the share of the nodes, 1 to 100, each pod is filtered and scored against once that many fit (at least 100 nodes); 0 is upstream's adaptive default (50% less 1% per 125 nodes, at least 5%)")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "where the node agent's kubelet writes container logs; one per server when several share a machine (each kubelet deletes the logs of pods it does not run)")
 	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key generated once in DATA-DIR/tls/secrets-encryption.key (mode 0600)")
 	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
@@ -215,6 +222,7 @@ func (s *Server) Validate() error {
 	add(requireIPv6Address("--node-ip", s.NodeIP, false))
 	add(requireProxyMode(s.ProxyMode))
 	add(requireDNSNodesPerReplica(s.DNSNodesPerReplica))
+	add(requirePercentageOfNodesToScore(s.SchedulerPercentageOfNodesToScore))
 	add(requireNodeName("--node-name", s.NodeName))
 	add(requirePodLogsDir(s.PodLogsDir))
 	add(s.Datastore.validate())
@@ -260,8 +268,14 @@ func (s *Server) Validate() error {
 	add(requireEtcdQuota(s.EtcdQuotaBytes))
 	add(s.EtcdSnapshots.validate())
 	add(s.ClusterReset.validate())
-	_, err = s.PassThrough()
+	passThrough, err := s.PassThrough()
 	add(err)
+	if err == nil {
+		// The flags kube-scheduler takes only from its file: their values
+		// are checked here, before anything starts.
+		_, err = schedulerconfig.Apply(schedulerconfig.Build(schedulerconfig.Settings{}), passThrough[componentargs.Scheduler.Name])
+		add(err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -292,6 +306,13 @@ const DefaultImagesDir = "/var/lib/k1m/images"
 func requireDNSNodesPerReplica(n int) error {
 	if n < 0 {
 		return fmt.Errorf("--dns-nodes-per-replica %d: want nodes per CoreDNS replica, e.g. %d, or 0 to leave its replicas as they are set", n, constants.DNSNodesPerReplica)
+	}
+	return nil
+}
+
+func requirePercentageOfNodesToScore(p int) error {
+	if p < 0 || p > 100 {
+		return fmt.Errorf("--scheduler-percentage-of-nodes-to-score %d: want a percentage from 1 to 100, e.g. 10, or 0 for upstream's adaptive default", p)
 	}
 	return nil
 }

@@ -49,6 +49,11 @@ const ControllerManagerQPS = 200
 // scheduler").
 const SchedulerQPS = 500
 
+// SchedulerPercentageOfNodesToScore is `k1m server
+// --scheduler-percentage-of-nodes-to-score`'s default, kube-scheduler's
+// percentageOfNodesToScore; 0 is upstream's adaptive default.
+const SchedulerPercentageOfNodesToScore = 0
+
 // MaxNodeMaskBits is node IPAM's limit between cluster CIDR and node mask
 // (patch 0008 raised it from 16).
 const MaxNodeMaskBits = 20

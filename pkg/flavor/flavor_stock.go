@@ -40,6 +40,10 @@ const ControllerManagerQPS = 0
 // SchedulerQPS: 0 leaves kube-scheduler at client-go's default (50).
 const SchedulerQPS = 0
 
+// SchedulerPercentageOfNodesToScore: 0 leaves kube-scheduler's adaptive
+// default, as kubeadm does.
+const SchedulerPercentageOfNodesToScore = 0
+
 // MaxNodeMaskBits is upstream node IPAM's limit between cluster CIDR and
 // node mask.
 const MaxNodeMaskBits = 16

@@ -11,6 +11,7 @@ import (
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
+	"k1m.dev/k1m/pkg/schedulerconfig"
 )
 
 // etcdStores are the client URLs kube-apiserver reaches both stores at:
@@ -137,8 +138,22 @@ func clientRateArgs(qps int) []string {
 	return []string{"--kube-api-qps=" + strconv.Itoa(qps), "--kube-api-burst=" + strconv.Itoa(2*qps)}
 }
 
-func schedulerArgs(kubeconfig string, leaderElect bool) []string {
-	return append(localControllerArgs(kubeconfig, leaderElect), clientRateArgs(flavor.SchedulerQPS)...)
+// schedulerArgs are kube-scheduler's flags beside its configuration file
+// (pkg/schedulerconfig), which holds its kubeconfig, client rate and
+// profiling: with a file, kube-scheduler ignores those flags.
+func schedulerArgs(configFile, kubeconfig string, leaderElect bool) []string {
+	return []string{
+		"--config=" + configFile,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=::1",
+		"--leader-elect=" + strconv.FormatBool(leaderElect),
+	}
+}
+
+// schedulerSettings are what k1m decides in kube-scheduler's file.
+func schedulerSettings(cfg config.Server, kubeconfig string) schedulerconfig.Settings {
+	return schedulerconfig.Settings{Kubeconfig: kubeconfig, QPS: flavor.SchedulerQPS, PercentageOfNodesToScore: cfg.SchedulerPercentageOfNodesToScore}
 }
 
 // apiURL is the https URL of kube-apiserver at host.

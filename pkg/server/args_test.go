@@ -226,11 +226,14 @@ func TestControllerArgs(t *testing.T) {
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 	))
-	rate := []string{"--kube-api-qps=500", "--kube-api-burst=1000"}
-	equalArgs(t, "kube-scheduler", schedulerArgs("/k", false), append(slices.Clone(local), rate...))
+	// The scheduler's kubeconfig, rate and profiling are in its file
+	// (pkg/schedulerconfig): beside one it ignores those flags.
+	sched := []string{"--config=/c.yaml", "--authentication-kubeconfig=/k", "--authorization-kubeconfig=/k", "--bind-address=::1", "--leader-elect=false"}
+	equalArgs(t, "kube-scheduler", schedulerArgs("/c.yaml", "/k", false), sched)
 	// One of several servers: exactly one active of each, by leader election.
+	sched[4] = "--leader-elect=true"
+	equalArgs(t, "kube-scheduler of one of several servers", schedulerArgs("/c.yaml", "/k", true), sched)
 	elected := slices.Clone(local)
 	elected[4] = "--leader-elect=true"
-	equalArgs(t, "kube-scheduler of one of several servers", schedulerArgs("/k", true), append(slices.Clone(elected), rate...))
 	equalArgs(t, "kube-controller-manager of one of several servers", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts(), true)[:len(local)], elected)
 }

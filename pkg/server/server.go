@@ -72,6 +72,7 @@ import (
 	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/preflight"
+	"k1m.dev/k1m/pkg/schedulerconfig"
 	"k1m.dev/k1m/pkg/version"
 )
 
@@ -552,6 +553,11 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan struct{
 	if err := kubeconfig.Write(schedPath, sched); err != nil {
 		return nil, err
 	}
+	schedConfigPath := filepath.Join(s.cfg.DataDir, "kube-scheduler.yaml")
+	schedFlags, err := s.writeSchedulerConfig(schedConfigPath, schedPath)
+	if err != nil {
+		return nil, err
+	}
 	shares := s.shareGoMemory()
 	s.step("starting kube-controller-manager (node lease %s, grace period %s) and kube-scheduler, each a child process started again whenever it ends", s.cfg.Lease.LeaseDuration, s.cfg.Lease.GracePeriod)
 	// In a fixed order: the controller manager first, then the scheduler.
@@ -561,12 +567,12 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan struct{
 		args        []string
 		memoryLimit int64
 	}{
-		{componentargs.ControllerManager.Name, controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c, s.member.clustered), shares.ControllerManager},
-		{componentargs.Scheduler.Name, schedulerArgs(schedPath, s.member.clustered), shares.Scheduler},
+		{componentargs.ControllerManager.Name, componentargs.Merge(controllerManagerArgs(s.cfg.Server, s.cfg.Lease, kcmPath, c, s.member.clustered), s.cfg.PassThrough[componentargs.ControllerManager.Name]), shares.ControllerManager},
+		{componentargs.Scheduler.Name, componentargs.Merge(schedulerArgs(schedConfigPath, schedPath, s.member.clustered), schedFlags), shares.Scheduler},
 	} {
 		stopped = append(stopped, multicall.Supervise(ctx, multicall.Supervised{
 			Name:    component.name,
-			Args:    componentargs.Merge(component.args, s.cfg.PassThrough[component.name]),
+			Args:    component.args,
 			Env:     goMemoryLimitEnv(component.memoryLimit),
 			Backoff: multicall.DefaultBackoff,
 			OnExit:  func(e multicall.Exit) { s.step("%s", e) },
@@ -580,6 +586,19 @@ func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan struct{
 		close(all)
 	}()
 	return all, nil
+}
+
+// writeSchedulerConfig writes kube-scheduler's configuration file at path,
+// with the --kube-scheduler-arg flags it would ignore beside a file put
+// into it, and returns the other pass-through flags.
+func (s *Server) writeSchedulerConfig(path, kubeconfigPath string) ([]componentargs.Arg, error) {
+	c := schedulerconfig.Build(schedulerSettings(s.cfg.Server, kubeconfigPath))
+	// Validate checked these values.
+	flags, err := schedulerconfig.Apply(c, s.cfg.PassThrough[componentargs.Scheduler.Name])
+	if err != nil {
+		return nil, err
+	}
+	return flags, schedulerconfig.Write(path, c)
 }
 
 // runAgent runs this machine's node agent, joined over loopback.
