@@ -131,7 +131,7 @@ func DefaultRunOptions() RunOptions {
 		Deployed:      deployed.Options{Nodes: deployed.DefaultNodes, DataRoot: deployed.DefaultDataRoot},
 		Joins:         joins.Config{Joins: joins.DefaultJoins, Workers: joins.DefaultWorkers},
 		ScheduleNodes: "1000,5000",
-		Schedule:      schedule.Config{Pods: schedule.DefaultPods, Workers: schedule.DefaultWorkers},
+		Schedule:      schedule.Config{Pods: schedule.DefaultPods, Workers: schedule.DefaultWorkers, PodCPU: schedule.DefaultPodCPU},
 		ClusterNodes:  "500,1000,2000",
 		Cluster: clusterload.Config{Pods: clusterload.DefaultPods, Replicas: clusterload.DefaultReplicas, Pace: clusterload.DefaultPace,
 			NodesPerConnection: clusterload.DefaultNodesPerConnection},
@@ -179,6 +179,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ScheduleNodes, "schedule-nodes", o.ScheduleNodes, "schedule: the node counts, ascending, comma-separated")
 	fs.IntVar(&o.Schedule.Pods, "schedule-pods", o.Schedule.Pods, "schedule: pods scheduled at each node count")
 	fs.IntVar(&o.Schedule.Workers, "schedule-workers", o.Schedule.Workers, "schedule: pod creates in flight")
+	fs.IntVar(&o.Schedule.PodCPU, "schedule-pod-cpu", o.Schedule.PodCPU, "schedule: each pod's CPU request in millicores (the nodes have 8,000)")
 	fs.StringVar(&o.ScheduleScores, "schedule-scores", o.ScheduleScores, "schedule: instead of the two builds, the k1m build with kube-scheduler's percentageOfNodesToScore at each of these, comma-separated (0: upstream's adaptive default; e.g. 0,5,1)")
 	fs.StringVar(&o.ClusterNodes, "cluster-nodes", o.ClusterNodes, "cluster: the simulated node counts, ascending, comma-separated")
 	fs.IntVar(&o.Cluster.Pods, "cluster-pods", o.Cluster.Pods, "cluster: pods created at each node count (a multiple of --cluster-replicas)")

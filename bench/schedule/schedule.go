@@ -36,6 +36,10 @@ var DefaultSteps = []int{1000, 5000}
 const (
 	DefaultPods    = 2000
 	DefaultWorkers = 50
+	// DefaultPodCPU is a pod's CPU request in millicores: small enough
+	// that the resource scores (whole points per 1% of a node's 8 CPUs)
+	// cannot tell a node with a few such pods from an empty one.
+	DefaultPodCPU = 10
 	// Namespace holds the pods.
 	Namespace = "k1m-bench-schedule"
 	// BindTimeout bounds a step's wait for its last pod to be bound.
@@ -47,6 +51,8 @@ type Config struct {
 	Steps   []int // node counts, ascending
 	Pods    int   // pods scheduled at each step
 	Workers int   // pod creates in flight
+	// PodCPU is each pod's CPU request in millicores (nodes have 8,000).
+	PodCPU int
 	// Scores, when set, replaces the two builds by the k1m build at each
 	// of these percentages of nodes to score (ScoreArgs; 0 is upstream's
 	// adaptive default).
@@ -75,6 +81,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--schedule-workers %d: want at least 1, e.g. %d", c.Workers, DefaultWorkers))
+	}
+	if c.PodCPU < 1 || c.PodCPU > 8000 {
+		errs = append(errs, fmt.Errorf("--schedule-pod-cpu %d: want millicores from 1 to 8000 (a node's 8 CPUs), e.g. %d", c.PodCPU, DefaultPodCPU))
 	}
 	for _, p := range c.Scores {
 		if p < 0 || p > 100 {
@@ -163,7 +172,7 @@ func schedule(ctx context.Context, cfg Config, client kubernetes.Interface, sche
 	createErr := make(chan error, 1)
 	go func() {
 		err := leaseflood.InParallel(cfg.Pods, cfg.Workers, func(k int) error {
-			_, err := pods.Create(ctx, NewPod(fmt.Sprintf("%s%05d", prefix, k)), metav1.CreateOptions{})
+			_, err := pods.Create(ctx, NewPod(fmt.Sprintf("%s%05d", prefix, k), cfg.PodCPU), metav1.CreateOptions{})
 			return err
 		})
 		created = time.Since(start)
@@ -266,15 +275,15 @@ type podsClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// NewPod is a pod the scheduler places anywhere: small requests, and a
-// toleration of every taint.
-func NewPod(name string) *corev1.Pod {
+// NewPod is a pod the scheduler places anywhere: cpu millicores and 16Mi
+// requested, and a toleration of every taint.
+func NewPod(name string, cpu int) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Labels: map[string]string{"k1m.dev/bench": "schedule"}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
+					corev1.ResourceCPU: *resource.NewMilliQuantity(int64(cpu), resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
 	}
@@ -304,7 +313,7 @@ func (r *Result) CSVRows() [][]string {
 // pods/s and CPU per pod, and the ratios k1m/stock.
 func (r *Result) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Scheduler: %d pods at each node count, created %d at a time (median of rounds)\n\n", r.Config.Pods, r.Config.Workers)
+	fmt.Fprintf(&b, "\n## Scheduler: %d pods requesting %dm CPU at each node count, created %d at a time (median of rounds)\n\n", r.Config.Pods, r.Config.PodCPU, r.Config.Workers)
 	b.WriteString("Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n")
 	b.WriteString("Nodes used, most on a node: how many nodes got the step's pods and the most one got (medians).\n\n")
 	b.WriteString("| nodes | build | pods/s | created/s | scheduler CPU-µs per pod | nodes used | most on a node |\n|---:|---|---:|---:|---:|---:|---:|\n")

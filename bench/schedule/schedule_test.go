@@ -17,12 +17,12 @@ func TestValidateNamesEachFlag(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Steps: []int{1000, 5000}, Pods: 1, Workers: 1}, "<nil>"},
-		{Config{Steps: []int{1000, 1000}, Pods: 1, Workers: 1}, "--schedule-nodes 1000,1000: want ascending positive node counts, e.g. 1000,5000"},
-		{Config{Steps: []int{0}, Pods: 0, Workers: 0}, "--schedule-nodes 0: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
-		{Config{Pods: 1, Workers: 1}, "--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"},
-		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, Scores: []int{0, 5, 1}}, "<nil>"},
-		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, Scores: []int{0, 101}}, "--schedule-scores 101: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"},
+		{Config{Steps: []int{1000, 5000}, Pods: 1, Workers: 1, PodCPU: 10}, "<nil>"},
+		{Config{Steps: []int{1000, 1000}, Pods: 1, Workers: 1, PodCPU: 10}, "--schedule-nodes 1000,1000: want ascending positive node counts, e.g. 1000,5000"},
+		{Config{Steps: []int{0}, Pods: 0, Workers: 0, PodCPU: 8001}, "--schedule-nodes 0: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50\n--schedule-pod-cpu 8001: want millicores from 1 to 8000 (a node's 8 CPUs), e.g. 10"},
+		{Config{Pods: 1, Workers: 1, PodCPU: 10}, "--schedule-nodes is empty: want ascending positive node counts, e.g. 1000,5000"},
+		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, PodCPU: 10, Scores: []int{0, 5, 1}}, "<nil>"},
+		{Config{Steps: []int{1000}, Pods: 1, Workers: 1, PodCPU: 10, Scores: []int{0, 101}}, "--schedule-scores 101: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"},
 	} {
 		if got := fmt.Sprint(c.cfg.Validate()); got != c.want {
 			t.Errorf("Validate(%+v) = %s, want %s", c.cfg, got, c.want)
@@ -33,7 +33,7 @@ func TestValidateNamesEachFlag(t *testing.T) {
 // A pod tolerates every taint: the lease-less nodes are tainted
 // not-ready once the node lifecycle controller's grace period is over.
 func TestNewPodToleratesEveryTaint(t *testing.T) {
-	p := NewPod("step0-00001")
+	p := NewPod("step0-00001", DefaultPodCPU)
 	if want := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}; !reflect.DeepEqual(p.Spec.Tolerations, want) {
 		t.Errorf("tolerations %+v, want %+v", p.Spec.Tolerations, want)
 	}
@@ -45,7 +45,7 @@ func TestNewPodToleratesEveryTaint(t *testing.T) {
 }
 
 func TestReportRowsAndSummary(t *testing.T) {
-	r := &Result{Config: Config{Steps: []int{1000}, Pods: 2000, Workers: 50}, Steps: []Step{
+	r := &Result{Config: Config{Steps: []int{1000}, Pods: 2000, Workers: 50, PodCPU: 10}, Steps: []Step{
 		{Flavour: "k1m-score-1", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 8 * time.Second, SchedulerCPU: time.Second, NodesUsed: 990, MostOnANode: 4},
 		{Flavour: "k1m", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 10 * time.Second, SchedulerCPU: 3 * time.Second, NodesUsed: 1000, MostOnANode: 2},
 		{Flavour: "stock", Round: 1, Nodes: 1000, Pods: 2000, Created: 5 * time.Second, Bound: 40 * time.Second, SchedulerCPU: 4 * time.Second, NodesUsed: 1000, MostOnANode: 2},
@@ -58,7 +58,7 @@ func TestReportRowsAndSummary(t *testing.T) {
 	if got := r.CSVRows(); !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("CSVRows = %q, want %q", got, wantRows)
 	}
-	want := "\n## Scheduler: 2000 pods at each node count, created 50 at a time (median of rounds)\n\n" +
+	want := "\n## Scheduler: 2000 pods requesting 10m CPU at each node count, created 50 at a time (median of rounds)\n\n" +
 		"Nodes registered as kubelets register them, with no kubelet behind them; pods that tolerate every taint. Pods/s: pods bound per second from the first create to the last bind; created/s: the pace of the creates (when close to pods/s, the creates were the limit).\n\n" +
 		"Nodes used, most on a node: how many nodes got the step's pods and the most one got (medians).\n\n" +
 		"| nodes | build | pods/s | created/s | scheduler CPU-µs per pod | nodes used | most on a node |\n|---:|---|---:|---:|---:|---:|---:|\n" +

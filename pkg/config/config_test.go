@@ -108,7 +108,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--memory-limit=512Mi":                         `--memory-limit "512Mi": want a size of at least 1Gi, such as 6Gi or 6442450944, or leave it unset for the sizing rule`,
 		"--memory-limit=6 GB":                          `--memory-limit "6 GB": want a size of at least 1Gi`,
 		"--pod-logs-dir=pod-logs":                      `--pod-logs-dir "pod-logs": want an absolute directory path, e.g. /var/log/pods`,
-		"--scheduler-percentage-of-nodes-to-score=101": "--scheduler-percentage-of-nodes-to-score 101: want a percentage from 1 to 100, e.g. 10, or 0 for upstream's adaptive default",
+		"--scheduler-percentage-of-nodes-to-score=101": "--scheduler-percentage-of-nodes-to-score 101: want a percentage from 1 to 100, e.g. 1, or 0 for upstream's adaptive default",
 		"--scheduler-percentage-of-nodes-to-score=-1":  "--scheduler-percentage-of-nodes-to-score -1: want a percentage from 1 to 100",
 		"--kube-scheduler-arg=kube-api-qps=fast":       `--kube-scheduler-arg "kube-api-qps=fast": want requests a second, a number of at least 0, e.g. kube-api-qps=500`,
 		"--kube-scheduler-arg=config=/etc/s.yaml":      `--kube-scheduler-arg "config=/etc/s.yaml" collides with --config, which k1m sets for kube-scheduler itself: k1m writes the scheduler's configuration file`,

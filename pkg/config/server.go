@@ -312,7 +312,7 @@ func requireDNSNodesPerReplica(n int) error {
 
 func requirePercentageOfNodesToScore(p int) error {
 	if p < 0 || p > 100 {
-		return fmt.Errorf("--scheduler-percentage-of-nodes-to-score %d: want a percentage from 1 to 100, e.g. 10, or 0 for upstream's adaptive default", p)
+		return fmt.Errorf("--scheduler-percentage-of-nodes-to-score %d: want a percentage from 1 to 100, e.g. 1, or 0 for upstream's adaptive default", p)
 	}
 	return nil
 }

@@ -134,6 +134,7 @@ func TestCluster(t *testing.T) {
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
+	t.Run("SchedulerRunsK1msConfiguration", func(t *testing.T) { testSchedulerConfiguration(ctx, t, c) })
 	t.Run("ControlPlaneMemoryLimitAndReservation", func(t *testing.T) { testControlPlaneMemory(ctx, t, c) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("AgentNewerThanAServerRefused", func(t *testing.T) { testReleaseSkew(ctx, t, c) })
