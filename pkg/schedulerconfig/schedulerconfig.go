@@ -80,22 +80,23 @@ var fileFlags = map[string]func(c *schedulerv1.KubeSchedulerConfiguration, value
 		c.ClientConnection.ContentType = v
 		return nil
 	},
-	"profiling": func(c *schedulerv1.KubeSchedulerConfiguration, v string) error {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("want true or false, e.g. profiling=true")
-		}
-		c.EnableProfiling = ptr.To(on)
-		return nil
+	"profiling": func(c *schedulerv1.KubeSchedulerConfiguration, v string) (err error) {
+		c.EnableProfiling, err = parseBool("profiling", v)
+		return err
 	},
-	"contention-profiling": func(c *schedulerv1.KubeSchedulerConfiguration, v string) error {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("want true or false, e.g. contention-profiling=true")
-		}
-		c.EnableContentionProfiling = ptr.To(on)
-		return nil
+	"contention-profiling": func(c *schedulerv1.KubeSchedulerConfiguration, v string) (err error) {
+		c.EnableContentionProfiling, err = parseBool("contention-profiling", v)
+		return err
 	},
+}
+
+// parseBool reads flag's value v as kube-scheduler's flag would.
+func parseBool(flag, v string) (*bool, error) {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, fmt.Errorf("want true or false, e.g. %s=true", flag)
+	}
+	return &on, nil
 }
 
 // Apply puts the pass-through flags that kube-scheduler would ignore

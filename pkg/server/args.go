@@ -91,19 +91,24 @@ func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdSto
 	return componentargs.Merge(args, opts.extra)
 }
 
-// localControllerArgs are shared by the controller-manager and the
-// scheduler: one kubeconfig for everything, serving on loopback only, and
-// leader election only when there are several servers (a lone server's
-// would renew a Lease every 2 s for nothing).
-func localControllerArgs(kubeconfig string, leaderElect bool) []string {
+// localServingArgs are shared by the controller-manager and the
+// scheduler: their kubeconfig to check who calls them, serving on
+// loopback only, and leader election only when there are several servers
+// (a lone server's would renew a Lease every 2 s for nothing).
+func localServingArgs(kubeconfig string, leaderElect bool) []string {
 	return []string{
-		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--bind-address=::1",
 		"--leader-elect=" + strconv.FormatBool(leaderElect),
-		"--profiling=false",
 	}
+}
+
+// localControllerArgs are the controller-manager's: one kubeconfig for
+// everything, no profiling.
+func localControllerArgs(kubeconfig string, leaderElect bool) []string {
+	args := append([]string{"--kubeconfig=" + kubeconfig}, localServingArgs(kubeconfig, leaderElect)...)
+	return append(args, "--profiling=false")
 }
 
 func controllerManagerArgs(cfg config.Server, lease config.LeaseProfile, kubeconfig string, c *certs, leaderElect bool) []string {
@@ -142,13 +147,7 @@ func clientRateArgs(qps int) []string {
 // (pkg/schedulerconfig), which holds its kubeconfig, client rate and
 // profiling: with a file, kube-scheduler ignores those flags.
 func schedulerArgs(configFile, kubeconfig string, leaderElect bool) []string {
-	return []string{
-		"--config=" + configFile,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--bind-address=::1",
-		"--leader-elect=" + strconv.FormatBool(leaderElect),
-	}
+	return append([]string{"--config=" + configFile}, localServingArgs(kubeconfig, leaderElect)...)
 }
 
 // schedulerSettings are what k1m decides in kube-scheduler's file.
