@@ -11,10 +11,13 @@ import (
 	"os"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/bench"
 	"k1m.dev/k1m/bench/controlplane"
+	"k1m.dev/k1m/bench/creates"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/pkg/etcd"
 )
@@ -22,7 +25,7 @@ import (
 // Main runs a subcommand.
 func Main(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("want a subcommand: run (the benchmarks), etcd or simulate-nodes (internal: one etcd member, the node ramp's kubelets)")
+		return errors.New("want a subcommand: run (the benchmarks), creates (Service against ConfigMap creates on a running cluster), etcd or simulate-nodes (internal: one etcd member, the node ramp's kubelets)")
 	}
 	// client-go logs every request cut short when a flood stops; the
 	// benchmark's own progress is what the user reads.
@@ -37,12 +40,57 @@ func Main(ctx context.Context, args []string) error {
 			return err
 		}
 		return bench.Run(ctx, o)
+	case "creates":
+		return runCreates(ctx, args[1:])
 	case "etcd":
 		return runEtcd(ctx, args[1:])
 	case "simulate-nodes":
 		return runNodeSimulator(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown subcommand %q: want run, etcd or simulate-nodes", args[0])
+	return fmt.Errorf("unknown subcommand %q: want run, creates, etcd or simulate-nodes", args[0])
+}
+
+// runCreates times Service and ConfigMap creates on the cluster of
+// --kubeconfig (package creates).
+func runCreates(ctx context.Context, args []string) error {
+	cfg, kubeconfig, err := parseCreates(args)
+	if err != nil {
+		return err
+	}
+	rest, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	// The creates in flight, not the client's rate limit, set the pace.
+	rest.QPS, rest.Burst = 10000, 10000
+	client, err := kubernetes.NewForConfig(rest)
+	if err != nil {
+		return err
+	}
+	_, err = creates.Run(ctx, cfg, client, func(line string) { fmt.Println(line) })
+	return err
+}
+
+// parseCreates reads and checks `k1m-bench creates`'s flags.
+func parseCreates(args []string) (creates.Config, string, error) {
+	fs := flag.NewFlagSet("creates", flag.ContinueOnError)
+	cfg := creates.Config{}
+	kubeconfig, parallel := "", "1,20"
+	fs.StringVar(&kubeconfig, "kubeconfig", kubeconfig, "the cluster's admin kubeconfig, e.g. /var/lib/k1m/server/admin.kubeconfig")
+	fs.IntVar(&cfg.Count, "count", 200, "objects of each kind created at each parallelism")
+	fs.StringVar(&parallel, "parallel", parallel, "creates in flight, one measurement each, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return cfg, "", err
+	}
+	errs := []error{requireNumbers("--parallel", parallel, "1,20")}
+	if kubeconfig == "" {
+		errs = append(errs, errors.New("--kubeconfig is empty: want the cluster's admin kubeconfig, e.g. /var/lib/k1m/server/admin.kubeconfig"))
+	}
+	if errs[0] == nil {
+		cfg.Parallel = parseCounts(parallel)
+		errs = append(errs, cfg.Validate())
+	}
+	return cfg, kubeconfig, errors.Join(errs...)
 }
 
 // runEtcd is one etcd member in the foreground until SIGTERM.

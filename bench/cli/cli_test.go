@@ -13,6 +13,7 @@ import (
 
 	"k1m.dev/k1m/bench"
 	"k1m.dev/k1m/bench/clusterload"
+	"k1m.dev/k1m/bench/creates"
 	"k1m.dev/k1m/bench/dnsload"
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
@@ -339,5 +340,21 @@ func TestServerArgFlagsReachEveryServerAndNeedDashes(t *testing.T) {
 	want := `invalid value "profiling=true" for flag -server-arg: want a ` + "`k1m server`" + ` flag starting with --, e.g. --kube-scheduler-arg=profiling=true`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
+	}
+}
+
+func TestParseCreatesNamesEachFlag(t *testing.T) {
+	cfg, kubeconfig, err := parseCreates([]string{"--kubeconfig=/k", "--parallel=1,5", "--count=10"})
+	if want := (creates.Config{Count: 10, Parallel: []int{1, 5}}); err != nil || kubeconfig != "/k" || !reflect.DeepEqual(cfg, want) {
+		t.Errorf("parseCreates = %+v, %q, %v; want %+v, /k, nil", cfg, kubeconfig, err, want)
+	}
+	_, _, err = parseCreates([]string{"--parallel=1,x", "--count=0"})
+	want := "--parallel \"1,x\": want whole numbers separated by commas, e.g. 1,20\n--kubeconfig is empty: want the cluster's admin kubeconfig, e.g. /var/lib/k1m/server/admin.kubeconfig"
+	if fmt.Sprint(err) != want {
+		t.Errorf("parseCreates of bad flags = %v, want %s", err, want)
+	}
+	_, _, err = parseCreates([]string{"--kubeconfig=/k", "--count=0"})
+	if want := "--count 0: want at least 1, e.g. 200"; fmt.Sprint(err) != want {
+		t.Errorf("parseCreates --count=0 = %v, want %s", err, want)
 	}
 }
