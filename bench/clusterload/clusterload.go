@@ -122,12 +122,8 @@ func (c Config) Validate() error {
 	if c.NodesPerConnection < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
 	}
-	for _, n := range c.Syncs {
-		if n < 1 {
-			errs = append(errs, fmt.Errorf("--cluster-syncs %d: want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)", n))
-			break
-		}
-	}
+	errs = append(errs, stats.CheckEach("--cluster-syncs", c.Syncs, func(n int) bool { return n >= 1 },
+		"want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"))
 	return errors.Join(errs...)
 }
 

@@ -44,12 +44,7 @@ func (c Config) Validate() error {
 	if len(c.Parallel) == 0 {
 		errs = append(errs, errors.New("--parallel is empty: want creates in flight, e.g. 1,20"))
 	}
-	for _, p := range c.Parallel {
-		if p < 1 {
-			errs = append(errs, fmt.Errorf("--parallel %d: want at least 1 create in flight, e.g. 1,20", p))
-			break
-		}
-	}
+	errs = append(errs, stats.CheckEach("--parallel", c.Parallel, func(p int) bool { return p >= 1 }, "want at least 1 create in flight, e.g. 1,20"))
 	return errors.Join(errs...)
 }
 

@@ -85,12 +85,8 @@ func (c Config) Validate() error {
 	if c.PodCPU < 1 || c.PodCPU > 8000 {
 		errs = append(errs, fmt.Errorf("--schedule-pod-cpu %d: want millicores from 1 to 8000 (a node's 8 CPUs), e.g. %d", c.PodCPU, DefaultPodCPU))
 	}
-	for _, p := range c.Scores {
-		if p < 0 || p > 100 {
-			errs = append(errs, fmt.Errorf("--schedule-scores %d: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)", p))
-			break
-		}
-	}
+	errs = append(errs, stats.CheckEach("--schedule-scores", c.Scores, func(p int) bool { return p >= 0 && p <= 100 },
+		"want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"))
 	return errors.Join(errs...)
 }
 

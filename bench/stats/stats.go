@@ -135,6 +135,17 @@ func Slope(xs, ys []float64) float64 {
 	return (n*sxy - sx*sy) / den
 }
 
+// CheckEach checks the values a flag lists one by one and names the first
+// that ok refuses: "FLAG VALUE: WANT".
+func CheckEach(flag string, values []int, ok func(int) bool, want string) error {
+	for _, v := range values {
+		if !ok(v) {
+			return fmt.Errorf("%s %d: %s", flag, v, want)
+		}
+	}
+	return nil
+}
+
 // CheckAscending checks the counts a flag lists (a scenario's steps): at
 // least one, each positive and larger than the one before. The error names
 // the flag, what the counts are (e.g. "node counts") and an example.

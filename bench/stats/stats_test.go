@@ -189,3 +189,19 @@ func TestCheckAscendingNamesTheFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckEachNamesTheFirstRefusedValue(t *testing.T) {
+	positive := func(n int) bool { return n > 0 }
+	for _, c := range []struct {
+		values []int
+		want   string
+	}{
+		{nil, "<nil>"},
+		{[]int{1, 2}, "<nil>"},
+		{[]int{1, 0, -1}, "--workers 0: want at least 1"},
+	} {
+		if got := fmt.Sprint(CheckEach("--workers", c.values, positive, "want at least 1")); got != c.want {
+			t.Errorf("CheckEach(%v) = %s, want %s", c.values, got, c.want)
+		}
+	}
+}

@@ -14,8 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// fanoutUpdates is how many times requireNodeFanout changes a Node.
-const fanoutUpdates = 20
+// fanoutUpdates is how many times requireNodeFanout changes a Node in
+// one measurement, and fanoutTries how many measurements it takes.
+const (
+	fanoutUpdates = 20
+	fanoutTries   = 3
+)
 
 // requireNodeFanout measures how many watchers a Node change reaches, from
 // kube-apiserver's own count of the watch events it sends
@@ -25,13 +29,25 @@ const fanoutUpdates = 20
 // window (so that a kubelet's status report meanwhile counts too), its
 // own watch left out. That is what one node status report costs the
 // cluster in events; it must not grow with the nodes (want at most max).
+// The count also holds the watch bookmarks kube-apiserver sends each
+// watcher about once a minute, which arrive together for watches opened
+// together: a burst of them inside one window reads as extra watchers.
+// Bookmarks only add, and a watcher per node adds to every window, so the
+// least of fanoutTries windows is the figure.
 func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.Interface, node string, nodes int, max float64) {
 	t.Helper()
-	fanout, err := nodeFanout(ctx, clients, node)
-	if err != nil {
-		t.Fatal(err)
+	var fanout float64
+	for try := range fanoutTries {
+		f, err := nodeFanout(ctx, clients, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("window %d: %.2f watchers", try+1, f)
+		if try == 0 || f < fanout {
+			fanout = f
+		}
 	}
-	t.Logf("a Node change reaches %.2f watchers besides this test's (%d nodes, %d servers)", fanout, nodes, len(clients))
+	t.Logf("a Node change reaches %.2f watchers besides this test's, the least of %d windows (%d nodes, %d servers)", fanout, fanoutTries, nodes, len(clients))
 	if fanout > max {
 		t.Errorf("a Node change reaches %.2f watchers with %d nodes and %d servers, want at most %.0f: something watches every Node per node", fanout, nodes, len(clients), max)
 	}
