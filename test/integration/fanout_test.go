@@ -15,10 +15,13 @@ import (
 )
 
 // fanoutUpdates is how many times requireNodeFanout changes a Node in
-// one measurement, and fanoutTries how many measurements it takes.
+// one measurement, fanoutTries how many measurements it takes, and
+// fanoutSlack what it allows above the expected count for bookmarks
+// (below): less than the one watcher it must catch.
 const (
-	fanoutUpdates = 20
+	fanoutUpdates = 50
 	fanoutTries   = 3
+	fanoutSlack   = 0.5
 )
 
 // requireNodeFanout measures how many watchers a Node change reaches, from
@@ -29,11 +32,12 @@ const (
 // window (so that a kubelet's status report meanwhile counts too), its
 // own watch left out. That is what one node status report costs the
 // cluster in events; it must not grow with the nodes (want at most max).
-// The count also holds the watch bookmarks kube-apiserver sends each
-// watcher about once a minute, which arrive together for watches opened
-// together: a burst of them inside one window reads as extra watchers.
-// Bookmarks only add, and a watcher per node adds to every window, so the
-// least of fanoutTries windows is the figure.
+// The count also holds the watch bookmarks kube-apiserver sends each of
+// the Node watches (a dozen or more, by name or not) about once a minute:
+// seen in CI as 1 to 9 events in a window of 20 changes (8.05 to 8.45
+// watchers where 8 watch). Bookmarks only add, so the figure is the least
+// of fanoutTries windows of fanoutUpdates changes, and it may exceed max
+// by fanoutSlack; a watcher of every Node per node adds one per node.
 func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.Interface, node string, nodes int, max float64) {
 	t.Helper()
 	var fanout float64
@@ -48,7 +52,7 @@ func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.I
 		}
 	}
 	t.Logf("a Node change reaches %.2f watchers besides this test's, the least of %d windows (%d nodes, %d servers)", fanout, fanoutTries, nodes, len(clients))
-	if fanout > max {
+	if fanout > max+fanoutSlack {
 		t.Errorf("a Node change reaches %.2f watchers with %d nodes and %d servers, want at most %.0f: something watches every Node per node", fanout, nodes, len(clients), max)
 	}
 }
