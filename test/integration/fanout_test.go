@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,47 +86,59 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 	if err != nil {
 		return 0, err
 	}
+	// The watch is read while the changes are made: a watcher that falls
+	// behind is one the server ends.
+	var mu sync.Mutex
+	own, mine := 0, 0
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for ev := range w.ResultChan() {
+			mu.Lock()
+			own++
+			if n, ok := ev.Object.(interface{ GetName() string }); ok && ev.Type != watch.Error && n.GetName() == node {
+				mine++
+			}
+			mu.Unlock()
+		}
+	}()
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return own, mine
+	}
 	for i := range fanoutUpdates {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"k1m.dev/fanout-test":"%d"}}}`, i)
 		if _, err := clients[0].CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return 0, err
 		}
 	}
-	own, mine := 0, 0
-	deadline := time.After(30 * time.Second)
-	for mine < fanoutUpdates {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := counts(); m < fanoutUpdates; _, m = counts() {
 		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return 0, fmt.Errorf("%w after %d events", errWatchEnded, own)
-			}
-			if ev.Type == watch.Error {
-				return 0, fmt.Errorf("the watch of every Node: %v", ev.Object)
-			}
-			own++
-			if n, ok := ev.Object.(interface{ GetName() string }); ok && n.GetName() == node {
-				mine++
-			}
-		case <-deadline:
-			return 0, fmt.Errorf("saw %d of the %d changes of node %s in 30 s", mine, fanoutUpdates, node)
+		case <-ended:
+			o, _ := counts()
+			return 0, fmt.Errorf("%w after %d events", errWatchEnded, o)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("saw %d of the %d changes of node %s in 30 s", m, fanoutUpdates, node)
 		}
 	}
 	// Every watcher has been sent the last change by now; what arrives
-	// here meanwhile is counted on both sides.
+	// meanwhile is counted on both sides.
 	time.Sleep(2 * time.Second)
-	for drained := false; !drained; {
-		select {
-		case <-w.ResultChan():
-			own++
-		default:
-			drained = true
-		}
+	seen, _ := counts()
+	select {
+	case <-ended:
+		return 0, fmt.Errorf("%w after %d events", errWatchEnded, seen)
+	default:
 	}
 	after, err := nodeWatchEvents(ctx, clients)
 	if err != nil {
 		return 0, err
 	}
-	return (after - before - float64(own)) / float64(own), nil
+	return (after - before - float64(seen)) / float64(seen), nil
 }
 
 // nodeWatchEvents sums apiserver_watch_events_total{kind="Node"} over the
