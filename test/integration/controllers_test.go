@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/testutil"
@@ -26,7 +28,7 @@ import (
 // controller-manager Lease is held again (by a new identity: the dead
 // child's ended with it).
 func (m *multiCluster) testControllerManagerKilled(ctx context.Context, t *testing.T) {
-	victim := m.latestLeader(t, "kube-controller-manager")
+	victim, holder := m.controllerManagerLeader(ctx, t)
 	s := m.h.Server(victim)
 	serverPid, err := localcluster.ReadPid(s.PidFile)
 	if err != nil {
@@ -37,7 +39,6 @@ func (m *multiCluster) testControllerManagerKilled(ctx context.Context, t *testi
 		t.Fatalf("no kube-controller-manager child of server %d (pid %d): %v", victim, serverPid, err)
 	}
 	client := m.client(victim)
-	holder := leaseHolder(ctx, client, "kube-controller-manager")
 	flaps := watchNotReady(ctx, t, client)
 	t.Logf("killing server %d's kube-controller-manager (pid %d), leader as %s", victim, kcm, holder)
 	if err := syscall.Kill(kcm, syscall.SIGKILL); err != nil {
@@ -79,29 +80,51 @@ func (m *multiCluster) testControllerManagerKilled(ctx context.Context, t *testi
 	}
 }
 
-// latestLeader is the server whose log says last (klog's time stamps:
-// one clock, one year) that its component took the leader Lease.
-func (m *multiCluster) latestLeader(t *testing.T, component string) int {
+// controllerManagerLeader is the server whose kube-controller-manager
+// holds the Lease now, and its identity. The Lease names a hostname and
+// a UUID (the servers here share the hostname); a controller-manager
+// logs the UUID when it takes the Lease (upstream logs its events, the
+// LeaderElection one "<identity> became leader"), so the log that holds
+// the identity is the leader's; the Lease must be freshly renewed.
+// Reading the Lease, not the logs' order,
+// matters: a leadership lost after an earlier fault moves a few seconds
+// later, and then the latest "acquired" line names the wrong server.
+func (m *multiCluster) controllerManagerLeader(ctx context.Context, t *testing.T) (int, string) {
 	t.Helper()
-	leader, latest := 0, ""
-	for i := 1; i <= multiServers; i++ {
-		data, err := os.ReadFile(m.h.Server(i).LogFile)
+	var leader int
+	var holder string
+	testutil.Eventually(t, 60*time.Second, "the server of the kube-controller-manager leader", func() error {
+		lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, "kube-controller-manager", metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if !strings.Contains(line, "successfully acquired lease kube-system/"+component) || len(line) < 21 || line[0] != 'I' {
-				continue
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || lease.Spec.RenewTime == nil {
+			return fmt.Errorf("the Lease has no holder")
+		}
+		holder = *lease.Spec.HolderIdentity
+		// A leader renews every 2 s (upstream's retry period); a Lease
+		// renewed longer ago than that is a leader's that lost it.
+		if age := time.Since(lease.Spec.RenewTime.Time); age > 6*time.Second {
+			return fmt.Errorf("%s renewed the Lease %s ago", holder, age.Round(time.Second))
+		}
+		said := fmt.Sprintf("message=%q", holder+" became leader")
+		var found []int
+		for i := 1; i <= multiServers; i++ {
+			data, err := os.ReadFile(m.h.Server(i).LogFile)
+			if err != nil {
+				return err
 			}
-			if at := line[1:21]; at > latest { // "MMDD hh:mm:ss.uuuuuu"
-				leader, latest = i, at
+			if strings.Contains(string(data), said) {
+				found = append(found, i)
 			}
 		}
-	}
-	if leader == 0 {
-		t.Fatalf("no server logged that its %s took the leader Lease", component)
-	}
-	return leader
+		if len(found) != 1 {
+			return fmt.Errorf("servers %v logged %s, want one", found, said)
+		}
+		leader = found[0]
+		return nil
+	})
+	return leader, holder
 }
 
 // childPid is the pid of the child of parent that runs `k1m component`,

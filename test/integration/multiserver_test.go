@@ -414,13 +414,13 @@ func balancerServers(dataDir string) ([]string, error) {
 // goes NotReady, every Lease keeps renewing; the killed server starts
 // again and rejoins both etcds.
 func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
-	// The latest to take the Lease: it may have moved since the cluster
-	// came up (ServerWithoutQuorumIsLeft isolates a server, which may be
-	// the leader), so "every server that ever led" can name two.
-	victim := m.latestLeader(t, "kube-controller-manager")
+	// The leader is read from the Lease (renewed within seconds): the
+	// fault before this one (ServerWithoutQuorumIsLeft isolates a server,
+	// which may lead) can leave leadership moving for a Lease duration.
+	victim, holder := m.controllerManagerLeader(ctx, t)
 	via := victim%multiServers + 1
 	client := m.client(via)
-	t.Logf("killing server %d (the controller-manager's leader); writing through server %d", victim, via)
+	t.Logf("killing server %d (its controller-manager leads as %s); writing through server %d", victim, holder, via)
 	flaps := watchNotReady(ctx, t, client)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "k1m-multiserver"}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -428,7 +428,9 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	}
 	w := faults.StartWriter(ctx, client, ns.Name, "write", 0)
 	time.Sleep(5 * time.Second)
-	holder := leaseHolder(ctx, client, "kube-controller-manager")
+	if now := leaseHolder(ctx, client, "kube-controller-manager"); now != holder {
+		t.Fatalf("the controller-manager Lease moved from %s to %s before the kill", holder, now)
+	}
 	killed := time.Now()
 	pidData, err := os.ReadFile(m.h.Server(victim).PidFile)
 	if err != nil {
@@ -439,6 +441,14 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	restarted := false
+	defer func() {
+		if !restarted { // the tests after this one want every server
+			if err := m.h.StartServer(ctx, victim); err != nil {
+				t.Errorf("starting server %d again after the failure: %v", victim, err)
+			}
+		}
+	}()
 	// Writes resume within seconds.
 	resumed := w.FirstAckAfter(ctx, killed, 30*time.Second)
 	if resumed.IsZero() {
@@ -458,6 +468,7 @@ func (m *multiCluster) testKillServer(ctx context.Context, t *testing.T) {
 	}
 	t.Logf("a new controller-manager leads %s after the kill", time.Since(killed).Round(time.Second))
 	// The killed server starts again and rejoins.
+	restarted = true
 	must(t, "start-server", m.h.StartServer(ctx, victim))
 	acked := w.Stop()
 	m.requireMembers(ctx, t)
