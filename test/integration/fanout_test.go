@@ -21,7 +21,7 @@ import (
 // fanoutSlack what it allows above the expected count for bookmarks
 // (below): less than the one watcher it must catch.
 const (
-	fanoutUpdates = 20
+	fanoutUpdates = 50
 	fanoutTries   = 3
 	fanoutSlack   = 0.5
 )
@@ -37,14 +37,16 @@ const (
 // The count also holds the watch bookmarks kube-apiserver sends each of
 // the Node watches (a dozen or more, by name or not) about once a minute:
 // seen in CI as 1 to 9 events in a window of 20 changes (8.05 to 8.45
-// watchers where 8 watch). Bookmarks only add, so the figure is the least
+// watchers where 8 watch), so a window holds 50. Bookmarks only add, so
+// the figure is the least
 // of fanoutTries windows of fanoutUpdates changes, and it may exceed max
 // by fanoutSlack; a watcher of every Node per node adds one per node.
 func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.Interface, node string, nodes int, max float64) {
 	t.Helper()
 	var fanout float64
-	// A window whose watch the server ended (it may, at any time) is
-	// measured again, up to twice as many windows in all.
+	// A window whose watch the server ended (it may, at any time: a
+	// watcher that falls behind, a server's restart) is measured again,
+	// up to twice as many windows in all.
 	for done, attempt := 0, 1; done < fanoutTries; attempt++ {
 		if attempt > 2*fanoutTries {
 			t.Fatalf("%d of %d windows measured in %d attempts", done, fanoutTries, attempt-1)
@@ -86,9 +88,19 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 	if err != nil {
 		return 0, err
 	}
-	// The watch is read while the changes are made. (In TestMultiServer
-	// the server ended it after 23-35 events, read or not, whenever a
-	// window held 50 changes; why was not found. Windows of 20 pass.)
+	endedBefore, err := nodeWatchersEnded(ctx, clients)
+	if err != nil {
+		return 0, err
+	}
+	watchEnded := func(events int) error {
+		now, err := nodeWatchersEnded(ctx, clients)
+		if err != nil {
+			return fmt.Errorf("%w after %d events (%v)", errWatchEnded, events, err)
+		}
+		return fmt.Errorf("%w after %d events; the servers ended %.0f watchers of Nodes as too slow meanwhile", errWatchEnded, events, now-endedBefore)
+	}
+	// The watch is read while the changes are made. clients[0] must have
+	// no request timeout: a watch is one request, ended by the timeout.
 	var mu sync.Mutex
 	own, mine := 0, 0
 	ended := make(chan struct{})
@@ -119,7 +131,7 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 		select {
 		case <-ended:
 			o, _ := counts()
-			return 0, fmt.Errorf("%w after %d events", errWatchEnded, o)
+			return 0, watchEnded(o)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -132,7 +144,7 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 	seen, _ := counts()
 	select {
 	case <-ended:
-		return 0, fmt.Errorf("%w after %d events", errWatchEnded, seen)
+		return 0, watchEnded(seen)
 	default:
 	}
 	after, err := nodeWatchEvents(ctx, clients)
@@ -145,6 +157,20 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 // nodeWatchEvents sums apiserver_watch_events_total{kind="Node"} over the
 // servers.
 func nodeWatchEvents(ctx context.Context, clients []kubernetes.Interface) (float64, error) {
+	return sumMetric(ctx, clients, "apiserver_watch_events_total", `kind="Node"`)
+}
+
+// nodeWatchersEnded sums apiserver_terminated_watchers_total{resource=
+// "nodes"} over the servers: the watchers of Nodes that the watch cache
+// ended because they fell behind (their buffer full for longer than its
+// dispatch budget).
+func nodeWatchersEnded(ctx context.Context, clients []kubernetes.Interface) (float64, error) {
+	return sumMetric(ctx, clients, "apiserver_terminated_watchers_total", `resource="nodes"`)
+}
+
+// sumMetric sums, over the servers, the samples of the counter name whose
+// labels hold label.
+func sumMetric(ctx context.Context, clients []kubernetes.Interface, name, label string) (float64, error) {
 	var sum float64
 	for i, c := range clients {
 		raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -152,7 +178,7 @@ func nodeWatchEvents(ctx context.Context, clients []kubernetes.Interface) (float
 			return 0, fmt.Errorf("server %d's metrics: %w", i+1, err)
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(line, "apiserver_watch_events_total{") && strings.Contains(line, `kind="Node"`) {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
 				f := strings.Fields(line)
 				v, err := strconv.ParseFloat(f[len(f)-1], 64)
 				if err != nil {
