@@ -7,18 +7,13 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -177,43 +172,6 @@ func dumpLogs(t *testing.T, dir string) {
 		}
 		t.Logf("--- last lines of %s:\n%s", l, strings.Join(lines, "\n"))
 	}
-}
-
-// notReadyWatch records every node that reports Ready != True.
-type notReadyWatch struct {
-	mu     sync.Mutex
-	events []string
-	cancel context.CancelFunc
-}
-
-func watchNotReady(ctx context.Context, t *testing.T, client kubernetes.Interface) *notReadyWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &notReadyWatch{cancel: cancel}
-	watcher, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for ev := range watcher.ResultChan() {
-			node, ok := ev.Object.(*corev1.Node)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			if !clustercheck.Ready(node) {
-				w.mu.Lock()
-				w.events = append(w.events, fmt.Sprintf("%s at %s", node.Name, time.Now().Format(time.RFC3339)))
-				w.mu.Unlock()
-			}
-		}
-	}()
-	return w
-}
-
-func (w *notReadyWatch) stop() []string {
-	w.cancel()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.events
 }
 
 // k1mProcesses lists the k1m and containerd processes running, leaving out

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"k1m.dev/k1m/pkg/testutil"
+)
+
+func nodeWithReady(name string, status corev1.ConditionStatus, since time.Time) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(since)},
+		}},
+	}
+}
+
+// The watch records a node that goes Unknown and comes back, and the
+// last list catches a node whose Ready changed where no watch saw it.
+func TestNotReadyWatchRecordsFlaps(t *testing.T) {
+	ctx := context.Background()
+	before := time.Now().Add(-time.Hour).Truncate(time.Second)
+	client := fake.NewSimpleClientset(nodeWithReady("steady", corev1.ConditionTrue, before), nodeWithReady("flapping", corev1.ConditionTrue, before))
+	w := watchNotReady(ctx, t, client)
+	testutil.Eventually(t, 10*time.Second, "the watch", func() error {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" {
+				return nil
+			}
+		}
+		return context.DeadlineExceeded
+	})
+	down, up := w.since.Add(2*time.Second), w.since.Add(3*time.Second)
+	for _, n := range []*corev1.Node{nodeWithReady("flapping", corev1.ConditionUnknown, down), nodeWithReady("flapping", corev1.ConditionTrue, up)} {
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "both changes seen", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.flaps) != 2 {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
+	// Seen by no watch: the tracker's object changed behind the watch's back
+	// is what a server restart amounts to; the final list reads it.
+	w.cancel()
+	<-w.done
+	unseen := w.since.Add(5 * time.Second)
+	if err := client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), nodeWithReady("steady", corev1.ConditionTrue, unseen), ""); err != nil {
+		t.Fatal(err)
+	}
+	w.done = closedChan()
+	want := []nodeFlap{
+		{Node: "flapping", Status: corev1.ConditionUnknown, Since: down},
+		{Node: "flapping", Status: corev1.ConditionTrue, Since: up},
+		{Node: "steady", Status: corev1.ConditionTrue, Since: unseen},
+	}
+	if got := w.stop(); !reflect.DeepEqual(times(got), times(want)) {
+		t.Errorf("flaps %v, want %v", got, want)
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// times puts each flap's time in UTC and whole seconds, as the API has it.
+func times(flaps []nodeFlap) []nodeFlap {
+	out := make([]nodeFlap, len(flaps))
+	for i, f := range flaps {
+		f.Since = f.Since.UTC().Truncate(time.Second)
+		out[i] = f
+	}
+	return out
+}
