@@ -86,9 +86,9 @@ func (m *multiCluster) testControllerManagerKilled(ctx context.Context, t *testi
 // logs the UUID when it takes the Lease (upstream logs its events, the
 // LeaderElection one "<identity> became leader"), so the log that holds
 // the identity is the leader's; the Lease must be freshly renewed.
-// Reading the Lease, not the logs' order,
-// matters: a leadership lost after an earlier fault moves a few seconds
-// later, and then the latest "acquired" line names the wrong server.
+// Reading the Lease, not the logs' order, matters: a leadership lost
+// after an earlier fault moves a few seconds later, and then the latest
+// "acquired" line names the wrong server.
 func (m *multiCluster) controllerManagerLeader(ctx context.Context, t *testing.T) (int, string) {
 	t.Helper()
 	var leader int
