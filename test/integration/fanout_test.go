@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/bench/apimetrics"
 )
 
 // fanoutUpdates is how many times requireNodeFanout changes a Node in
@@ -84,16 +84,12 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 		return 0, err
 	}
 	defer w.Stop()
-	before, err := nodeWatchEvents(ctx, clients)
-	if err != nil {
-		return 0, err
-	}
-	endedBefore, err := nodeWatchersEnded(ctx, clients)
+	before, endedBefore, err := nodeWatchCounts(ctx, clients)
 	if err != nil {
 		return 0, err
 	}
 	watchEnded := func(events int) error {
-		now, err := nodeWatchersEnded(ctx, clients)
+		_, now, err := nodeWatchCounts(ctx, clients)
 		if err != nil {
 			return fmt.Errorf("%w after %d events (%v)", errWatchEnded, events, err)
 		}
@@ -147,46 +143,26 @@ func nodeFanout(ctx context.Context, clients []kubernetes.Interface, node string
 		return 0, watchEnded(seen)
 	default:
 	}
-	after, err := nodeWatchEvents(ctx, clients)
+	after, _, err := nodeWatchCounts(ctx, clients)
 	if err != nil {
 		return 0, err
 	}
 	return (after - before - float64(seen)) / float64(seen), nil
 }
 
-// nodeWatchEvents sums apiserver_watch_events_total{kind="Node"} over the
-// servers.
-func nodeWatchEvents(ctx context.Context, clients []kubernetes.Interface) (float64, error) {
-	return sumMetric(ctx, clients, "apiserver_watch_events_total", `kind="Node"`)
-}
-
-// nodeWatchersEnded sums apiserver_terminated_watchers_total{resource=
-// "nodes"} over the servers: the watchers of Nodes that the watch cache
-// ended because they fell behind (their buffer full for longer than its
-// dispatch budget).
-func nodeWatchersEnded(ctx context.Context, clients []kubernetes.Interface) (float64, error) {
-	return sumMetric(ctx, clients, "apiserver_terminated_watchers_total", `resource="nodes"`)
-}
-
-// sumMetric sums, over the servers, the samples of the counter name whose
-// labels hold label.
-func sumMetric(ctx context.Context, clients []kubernetes.Interface, name, label string) (float64, error) {
-	var sum float64
+// nodeWatchCounts sums over the servers the Node events sent to watchers
+// (apiserver_watch_events_total{kind="Node"}) and the watchers of Nodes
+// the watch cache ended because they fell behind, their buffer full for
+// longer than its dispatch budget (apiserver_terminated_watchers_total
+// {resource="nodes"}).
+func nodeWatchCounts(ctx context.Context, clients []kubernetes.Interface) (events, ended float64, err error) {
 	for i, c := range clients {
-		raw, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		s, err := apimetrics.Scrape(ctx, c)
 		if err != nil {
-			return 0, fmt.Errorf("server %d's metrics: %w", i+1, err)
+			return 0, 0, fmt.Errorf("server %d: %w", i+1, err)
 		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
-				f := strings.Fields(line)
-				v, err := strconv.ParseFloat(f[len(f)-1], 64)
-				if err != nil {
-					return 0, fmt.Errorf("server %d: %q: %w", i+1, line, err)
-				}
-				sum += v
-			}
-		}
+		events += s.WatchEvents().Events["Node"]
+		ended += s.SumsBy("apiserver_terminated_watchers_total", "resource")["nodes"]
 	}
-	return sum, nil
+	return events, ended, nil
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // nodeFlap is a node seen not Ready, or seen Ready again after a change
@@ -68,7 +70,7 @@ func (w *notReadyWatch) follow(ctx context.Context) {
 		if rv == "" {
 			list, err := w.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			if err != nil {
-				pause(ctx, time.Second)
+				clock.Sleep(ctx, time.Second)
 				continue
 			}
 			for i := range list.Items {
@@ -77,7 +79,7 @@ func (w *notReadyWatch) follow(ctx context.Context) {
 			rv = list.ResourceVersion
 		}
 		rv = w.watchFrom(ctx, rv)
-		pause(ctx, 200*time.Millisecond)
+		clock.Sleep(ctx, 200*time.Millisecond)
 	}
 }
 
@@ -162,7 +164,7 @@ func (w *notReadyWatch) stop() []nodeFlap {
 			}
 			break
 		}
-		pause(ctx, time.Second)
+		clock.Sleep(ctx, time.Second)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -173,15 +175,11 @@ func (w *notReadyWatch) stop() []nodeFlap {
 	if listErr != nil {
 		out = append(out, nodeFlap{Err: listErr})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].String() < out[j].String()
+	})
 	return out
-}
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
