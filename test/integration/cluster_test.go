@@ -162,13 +162,17 @@ func leaveStaleNamespace(t *testing.T) {
 	}
 }
 
+// dumpLogs prints the last lines of each log under dir. Few: CI reports
+// a part of a failed run's output, and many log lines after a failure
+// once left its messages out (the whole logs stay in dir).
 func dumpLogs(t *testing.T, dir string) {
+	const lastLines = 12
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, l := range logs {
 		data, _ := os.ReadFile(l)
 		lines := strings.Split(string(data), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
+		if len(lines) > lastLines {
+			lines = lines[len(lines)-lastLines:]
 		}
 		t.Logf("--- last lines of %s:\n%s", l, strings.Join(lines, "\n"))
 	}

@@ -21,18 +21,27 @@ import (
 // nodeFlap is a node seen not Ready, or seen Ready again after a change
 // of its Ready condition since the watch began. Node is empty when the
 // Nodes could not be read at the end: nothing can be said then.
+// Reason and Message are the Ready condition's: they tell a kubelet that
+// reported itself not ready (and why) from a node controller that heard
+// nothing from it.
 type nodeFlap struct {
-	Node   string
-	Status corev1.ConditionStatus
-	Since  time.Time
-	Err    error
+	Node    string
+	Status  corev1.ConditionStatus
+	Since   time.Time
+	Reason  string
+	Message string
+	Err     error
 }
 
 func (f nodeFlap) String() string {
 	if f.Err != nil {
 		return "the Nodes unread: " + f.Err.Error()
 	}
-	return fmt.Sprintf("%s (Ready %s since %s)", f.Node, f.Status, f.Since.UTC().Format(time.RFC3339))
+	s := fmt.Sprintf("%s (Ready %s since %s", f.Node, f.Status, f.Since.UTC().Format(time.RFC3339))
+	if f.Reason != "" || f.Message != "" {
+		s += fmt.Sprintf(", %s: %s", f.Reason, f.Message)
+	}
+	return s + ")"
 }
 
 // notReadyWatch records the nodes whose Ready condition is or was not
@@ -130,7 +139,7 @@ func (w *notReadyWatch) observe(node *corev1.Node) {
 	case ready == nil:
 		f = nodeFlap{Node: node.Name, Status: corev1.ConditionUnknown, Since: node.CreationTimestamp.Time}
 	case ready.Status != corev1.ConditionTrue || ready.LastTransitionTime.Time.After(w.since):
-		f = nodeFlap{Node: node.Name, Status: ready.Status, Since: ready.LastTransitionTime.Time}
+		f = nodeFlap{Node: node.Name, Status: ready.Status, Since: ready.LastTransitionTime.Time, Reason: ready.Reason, Message: ready.Message}
 	default:
 		return
 	}

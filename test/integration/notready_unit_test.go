@@ -40,7 +40,9 @@ func TestNotReadyWatchRecordsFlaps(t *testing.T) {
 		return errors.New("no watch yet")
 	})
 	down, up := w.since.Add(2*time.Second), w.since.Add(3*time.Second)
-	for _, n := range []*corev1.Node{nodeWithReady("flapping", corev1.ConditionUnknown, down), nodeWithReady("flapping", corev1.ConditionTrue, up)} {
+	unknown := nodeWithReady("flapping", corev1.ConditionUnknown, down)
+	unknown.Status.Conditions[0].Reason, unknown.Status.Conditions[0].Message = "NodeStatusUnknown", "Kubelet stopped posting node status."
+	for _, n := range []*corev1.Node{unknown, nodeWithReady("flapping", corev1.ConditionTrue, up)} {
 		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +64,7 @@ func TestNotReadyWatchRecordsFlaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []nodeFlap{
-		{Node: "flapping", Status: corev1.ConditionUnknown, Since: down},
+		{Node: "flapping", Status: corev1.ConditionUnknown, Since: down, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."},
 		{Node: "flapping", Status: corev1.ConditionTrue, Since: up},
 		{Node: "steady", Status: corev1.ConditionTrue, Since: unseen},
 	}
