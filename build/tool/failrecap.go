@@ -9,10 +9,11 @@ import (
 )
 
 // failureRecap passes `go test -v` output through and remembers, for each
-// test, the lines that say why it failed (its own file:line messages), so
-// that the failed tests' messages can be printed again at the end: a long
-// cluster test's messages otherwise scroll away under its teardown and the
-// tests that run after it, and CI shows only a part of the output.
+// test, the lines that say why it failed (its own file:line messages and
+// their further lines), so that the failed tests' messages can be printed
+// again at the end: a long cluster test's messages otherwise scroll away
+// under its teardown and the tests that run after it, and CI shows only a
+// part of the output.
 //
 // A message belongs to the test go test last named in an === RUN, CONT or
 // NAME line (-v names the test whenever its output switches tests).
@@ -22,6 +23,7 @@ type failureRecap struct {
 	mu       sync.Mutex
 	partial  []byte              // the current line, until its newline
 	current  string              // the test whose output this is
+	inMsg    bool                // the last line was a message kept, or its continuation
 	order    []string            // tests in the order they first ran
 	messages map[string][]string // by test: its newest recapLines messages
 	failed   map[string]bool     // tests go test reported --- FAIL
@@ -36,6 +38,9 @@ var (
 	// testMessage is a line written by t.Log/t.Error: indented, then
 	// file.go:line:.
 	testMessage = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+	// continuation is a further line of a message of several lines,
+	// which go test indents deeper.
+	continuation = regexp.MustCompile(`^ {8}`)
 	// testNamed starts a test's output in -v mode.
 	testNamed = regexp.MustCompile(`^=== (?:RUN|CONT|NAME)\s+(\S+)$`)
 	// testFailed is go test's verdict on a failed test.
@@ -62,7 +67,7 @@ func (r *failureRecap) keep(line string) {
 		r.messages, r.failed = map[string][]string{}, map[string]bool{}
 	}
 	if m := testNamed.FindStringSubmatch(line); m != nil {
-		r.current = m[1]
+		r.current, r.inMsg = m[1], false
 		if _, seen := r.messages[r.current]; !seen {
 			r.order = append(r.order, r.current)
 			r.messages[r.current] = nil
@@ -70,10 +75,12 @@ func (r *failureRecap) keep(line string) {
 		return
 	}
 	if m := testFailed.FindStringSubmatch(line); m != nil {
-		r.failed[m[1]] = true
+		r.failed[m[1]], r.inMsg = true, false
 		return
 	}
-	if r.current == "" || !testMessage.MatchString(line) {
+	message := testMessage.MatchString(line) || r.inMsg && continuation.MatchString(line)
+	r.inMsg = message && r.current != ""
+	if !r.inMsg {
 		return
 	}
 	kept := append(r.messages[r.current], line)

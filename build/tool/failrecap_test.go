@@ -15,8 +15,12 @@ func TestFailureRecapKeepsTheFailedTestsMessages(t *testing.T) {
 		"cluster: k1m server started (pid 1)",
 		"=== RUN   TestCluster/PodsAcrossNodesServiceAndDNS",
 		"    clustercheck.go:171: a web pod running on each backend node: pod web-1 on k1m-node-1 is Pending",
+		"        the pod's events:",
+		"        FailedScheduling: 0/3 nodes are available",
 		"W1125 06:55:34.589819   32677 logging.go:55] [core] grpc: dial refused",
+		"        indented output that is no message",
 		"=== RUN   TestCluster/NodesReadyWithIPv6",
+		"        indented output after a test's start, no message either",
 		"    nodes.go:12: 3 nodes Ready",
 		"=== NAME  TestCluster",
 		"    cluster_test.go:173: --- last lines of server.log:",
@@ -42,7 +46,9 @@ func TestFailureRecapKeepsTheFailedTestsMessages(t *testing.T) {
 		"--- FAIL: TestCluster\n" +
 		"    cluster_test.go:173: --- last lines of server.log:\n" +
 		"--- FAIL: TestCluster/PodsAcrossNodesServiceAndDNS\n" +
-		"    clustercheck.go:171: a web pod running on each backend node: pod web-1 on k1m-node-1 is Pending\n"
+		"    clustercheck.go:171: a web pod running on each backend node: pod web-1 on k1m-node-1 is Pending\n" +
+		"        the pod's events:\n" +
+		"        FailedScheduling: 0/3 nodes are available\n"
 	if recap.String() != want {
 		t.Errorf("recap:\n%s\nwant:\n%s", recap.String(), want)
 	}
