@@ -38,9 +38,9 @@ const (
 // the Node watches (a dozen or more, by name or not) about once a minute:
 // seen in CI as 1 to 9 events in a window of 20 changes (8.05 to 8.45
 // watchers where 8 watch), so a window holds 50. Bookmarks only add, so
-// the figure is the least
-// of fanoutTries windows of fanoutUpdates changes, and it may exceed max
-// by fanoutSlack; a watcher of every Node per node adds one per node.
+// the figure is the least of fanoutTries windows of fanoutUpdates
+// changes, and it may exceed max by fanoutSlack; a watcher of every Node
+// per node adds one per node.
 func requireNodeFanout(ctx context.Context, t *testing.T, clients []kubernetes.Interface, node string, nodes int, max float64) {
 	t.Helper()
 	var fanout float64
