@@ -88,12 +88,18 @@ func Nodes(ctx context.Context, t *testing.T, c Cluster, want int) {
 
 // Ready tells whether a node reports Ready.
 func Ready(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
+	cond := ReadyCondition(n)
+	return cond != nil && cond.Status == corev1.ConditionTrue
+}
+
+// ReadyCondition is the node's Ready condition, nil if it has none yet.
+func ReadyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // WebLabels select the web pods ServiceAcrossNodes leaves running.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/test/clustercheck"
 )
 
 // nodeFlap is a node seen not Ready, or seen Ready again after a change
@@ -133,7 +134,7 @@ func (w *notReadyWatch) watchFrom(ctx context.Context, rv string) string {
 }
 
 func (w *notReadyWatch) observe(node *corev1.Node) {
-	ready := readyCondition(node)
+	ready := clustercheck.ReadyCondition(node)
 	var f nodeFlap
 	switch {
 	case ready == nil:
@@ -146,15 +147,6 @@ func (w *notReadyWatch) observe(node *corev1.Node) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.flaps[f.String()] = f
-}
-
-func readyCondition(node *corev1.Node) *corev1.NodeCondition {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // stop ends the watch, lists the Nodes a last time and returns what it
