@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,24 +75,34 @@ func testLeaseProfileChange(ctx context.Context, t *testing.T, c *cluster) {
 			t.Errorf("%s.log has no line matching %s", agent, want)
 		}
 	}
-	// Over a whole new grace period and more, every Lease renews every 4s
-	// (on average: the kubelet adds jitter), where it used to be 5s.
+	// Over a whole new grace period and more, every Lease renews every 4s,
+	// where it used to be 5s. The median gap, not the mean: the window can
+	// open before an agent's new kubelet first renews (the agent annotates
+	// its Node as its kubelet starts), and the gap across that restart was
+	// measured at 7.2s in CI, pulling a mean of 7 gaps to 4.5s. No gap may
+	// reach the new grace period (4 x 4s), restart or not.
 	for name, gaps := range renewalGaps(ctx, t, c, 7*4*time.Second) {
-		var sum time.Duration
-		for _, g := range gaps {
-			sum += g
-		}
 		if len(gaps) < 5 {
 			t.Errorf("lease %s renewed %d times, want at least 5", name, len(gaps)+1)
-		} else if mean := sum / time.Duration(len(gaps)); mean < 3500*time.Millisecond || mean > 4500*time.Millisecond {
-			t.Errorf("lease %s renewed every %s on average, want 4s (gaps %v)", name, mean, gaps)
+			continue
+		}
+		median, longest := medianAndMax(gaps)
+		if median < 3500*time.Millisecond || median > 4500*time.Millisecond || longest >= 16*time.Second {
+			t.Errorf("lease %s renewed every %s (median; longest gap %s), want 4s and every gap under 16s (gaps %v)", name, median, longest, gaps)
 		} else {
-			t.Logf("lease %s renewed every %s on average (%d gaps)", name, mean.Round(time.Millisecond), len(gaps))
+			t.Logf("lease %s renewed every %s (median of %d gaps; longest %s)", name, median.Round(time.Millisecond), len(gaps), longest.Round(time.Millisecond))
 		}
 	}
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady while the agents followed: %v", got)
 	}
+}
+
+// medianAndMax returns the median and the longest of gaps (not empty).
+func medianAndMax(gaps []time.Duration) (median, longest time.Duration) {
+	sorted := slices.Clone(gaps)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2], sorted[len(sorted)-1]
 }
 
 // renewalGaps watches the node Leases' renewTime for window and returns
