@@ -249,3 +249,30 @@ func EtcdSplit(ctx context.Context, t *testing.T, c Cluster) {
 		}
 	}
 }
+
+// FreshLeaseHolder is the holder of the leader Lease kube-system/name, or
+// an error while it has none or was last renewed longer than fresh ago: a
+// leader renews every retry period (2 s upstream), so an older renewal is
+// a holder's that lost it, and the Lease is about to move.
+func FreshLeaseHolder(ctx context.Context, client kubernetes.Interface, name string, fresh time.Duration) (string, error) {
+	lease, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || lease.Spec.RenewTime == nil {
+		return "", fmt.Errorf("the Lease kube-system/%s has no holder", name)
+	}
+	holder := *lease.Spec.HolderIdentity
+	if age := time.Since(lease.Spec.RenewTime.Time); age > fresh {
+		return "", fmt.Errorf("%s renewed the Lease kube-system/%s %s ago", holder, name, age.Round(time.Second))
+	}
+	return holder, nil
+}
+
+// LeaderElectedMessage is what a component that records leader-election
+// Events (kube-controller-manager) logs when identity takes its Lease:
+// the servers of one machine share a hostname, so the identity's UUID
+// names the server only through the log that holds this line.
+func LeaderElectedMessage(identity string) string {
+	return fmt.Sprintf("message=%q", identity+" became leader")
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -137,37 +136,37 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// leaderServer is the server whose controller-manager leads: the one
-// whose log took the leader Lease last (the Lease's holder names the
-// host, which the servers of one machine share), or 2 when no log says.
-func (f *Fixture) leaderServer() int {
-	leader, latest := 2, ""
-	for i := 1; i <= Servers; i++ {
-		data, _ := os.ReadFile(f.H.Server(i).LogFile)
-		if at := lastAcquired(string(data), "kube-controller-manager"); at > latest {
-			leader, latest = i, at
-		}
-	}
-	f.logf("the controller-manager's leader is server %d", leader)
-	return leader
-}
-
-// lastAcquired is the klog time ("I1125 04:23:41.178115", which sorts
-// within a year) of log's last line saying that lease kube-system/name
-// was taken; "" when none does.
-func lastAcquired(log, name string) string {
-	latest := ""
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.HasSuffix(line, "successfully acquired lease kube-system/"+name) || len(line) < 22 {
+// leaderServer is the server whose controller-manager leads now: the
+// holder of its Lease, freshly renewed, is named in that server's log
+// (clustercheck.LeaderElectedMessage). The logs' latest "acquired" line
+// is not enough: a leadership lost in an earlier scenario moves a few
+// seconds later. Server 2 when none is found within leaderWait.
+func (f *Fixture) leaderServer(ctx context.Context) int {
+	var err error
+	for deadline := time.Now().Add(leaderWait); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var holder string
+		if holder, err = clustercheck.FreshLeaseHolder(ctx, f.Client(1), "kube-controller-manager", 6*time.Second); err != nil {
 			continue
 		}
-		latest = max(latest, line[1:21])
+		var found []int
+		if found, err = f.H.ServersLogging(clustercheck.LeaderElectedMessage(holder)); err == nil && len(found) != 1 {
+			err = fmt.Errorf("servers %v logged that %s became leader, want one", found, holder)
+		}
+		if err == nil {
+			f.logf("the controller-manager's leader is server %d (%s)", found[0], holder)
+			return found[0]
+		}
 	}
-	return latest
+	f.logf("the controller-manager's leader not found within %s (%v): server 2", leaderWait, err)
+	return 2
 }
 
+// leaderWait bounds the search for the controller-manager's leader: a
+// Lease lost to a fault is taken again within its 15 s duration.
+const leaderWait = 30 * time.Second
+
 func kill9(ctx context.Context, f *Fixture) error {
-	victim := f.leaderServer()
+	victim := f.leaderServer(ctx)
 	if err := f.Kill(victim); err != nil {
 		return err
 	}
@@ -223,7 +222,7 @@ func allStop(ctx context.Context, f *Fixture) error {
 }
 
 func partitionServer(ctx context.Context, f *Fixture) error {
-	victim := f.leaderServer()
+	victim := f.leaderServer(ctx)
 	if err := f.CutServer(victim); err != nil {
 		return err
 	}

@@ -92,17 +92,3 @@ func TestViolation(t *testing.T) {
 		t.Errorf("violation = %q, want %q", got, want)
 	}
 }
-
-func TestLastAcquired(t *testing.T) {
-	log := `I1125 04:23:41.178115     581 leaderelection.go:271] successfully acquired lease kube-system/kube-controller-manager
-I1125 04:23:41.178393     581 leaderelection.go:257] attempting to acquire leader lease kube-system/k1m-pod-routes...
-I1125 05:03:57.009228    9405 leaderelection.go:271] successfully acquired lease kube-system/kube-controller-manager
-I1125 05:04:00.000000    9405 leaderelection.go:271] successfully acquired lease kube-system/kube-scheduler
-`
-	if got, want := lastAcquired(log, "kube-controller-manager"), "1125 05:03:57.009228"; got != want {
-		t.Errorf("lastAcquired = %q, want %q", got, want)
-	}
-	if got := lastAcquired(log, "k1m-approver"); got != "" {
-		t.Errorf("lastAcquired of a lease never taken = %q, want none", got)
-	}
-}
