@@ -30,8 +30,8 @@ const leaseFresh = 40 * time.Second
 // converged is nil once the cluster is whole again: every server lists
 // the same voting members (every server) in both etcds, every node is
 // Ready and every node Lease fresh and the same through every server.
-func (f *Fixture) converged(ctx context.Context) error {
-	return errors.Join(f.membersAgree(ctx), f.nodesReady(ctx), f.leasesAgree(ctx))
+func (f *Fixture) converged(ctx context.Context, healed time.Time) error {
+	return errors.Join(f.membersAgree(ctx), f.nodesReady(ctx), f.leasesAgree(ctx, f.now().excused, healed))
 }
 
 // membersAgree wants every server's durable and no-fsync etcd to list
@@ -114,8 +114,12 @@ func (f *Fixture) nodesReady(ctx context.Context) error {
 }
 
 // leasesAgree wants the same node Leases (names and holders) through
-// every server, each renewed within leaseFresh.
-func (f *Fixture) leasesAgree(ctx context.Context) error {
+// every server, each renewed within leaseFresh, and those of the excused
+// nodes renewed since healed: a node whose server was down can still show
+// its last renewal from before the fault, and Ready with it, until the
+// node controller's grace period ends; its excuse must not end before its
+// kubelet is back.
+func (f *Fixture) leasesAgree(ctx context.Context, excused map[string]bool, healed time.Time) error {
 	var errs []error
 	var first []string
 	for i := 1; i <= Servers; i++ {
@@ -124,20 +128,26 @@ func (f *Fixture) leasesAgree(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("leases through server %d: %w", i, err))
 			continue
 		}
-		var seen, stale []string
+		var seen, stale, notSince []string
 		for _, l := range list.Items {
 			holder := ""
 			if l.Spec.HolderIdentity != nil {
 				holder = *l.Spec.HolderIdentity
 			}
 			seen = append(seen, l.Name+"="+holder)
-			if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > leaseFresh {
+			switch {
+			case l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > leaseFresh:
 				stale = append(stale, l.Name)
+			case excused[l.Name] && !l.Spec.RenewTime.After(healed):
+				notSince = append(notSince, l.Name)
 			}
 		}
 		sort.Strings(seen)
 		if len(stale) > 0 {
 			errs = append(errs, fmt.Errorf("through server %d: Leases not renewed within %s: %v", i, leaseFresh, stale))
+		}
+		if len(notSince) > 0 {
+			errs = append(errs, fmt.Errorf("through server %d: Leases of nodes whose server was out not renewed since the heal: %v", i, notSince))
 		}
 		if len(seen) != Nodes {
 			errs = append(errs, fmt.Errorf("through server %d: %d node Leases (%s), want %d", i, len(seen), strings.Join(seen, " "), Nodes))

@@ -123,7 +123,7 @@ func (f *Fixture) Run(ctx context.Context, s Scenario, ns string) Result {
 func (f *Fixture) waitConverged(ctx context.Context, healed time.Time, r *Result) {
 	var err error
 	for time.Since(healed) < convergeTimeout {
-		if err = f.converged(ctx); err == nil {
+		if err = f.converged(ctx, healed); err == nil {
 			r.Converge = time.Since(healed).Round(time.Second)
 			f.clearExcused()
 			return
