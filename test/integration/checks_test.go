@@ -55,13 +55,19 @@ func testLeaseRenewal(ctx context.Context, t *testing.T, c *cluster) {
 			t.Errorf("lease %s renewed %d times in %s, want at least 4", name, len(ts), 6*renewInterval)
 			continue
 		}
+		// The median gap: the kubelet waits its interval after an update
+		// returns, so one slow update on a busy machine makes one long gap.
+		// None may reach the grace period, slow or not.
+		var gaps []time.Duration
 		for i := 1; i < len(ts); i++ {
-			gap := ts[i].Sub(ts[i-1])
-			if gap < renewInterval-time.Second || gap > renewInterval+2*time.Second {
-				t.Errorf("lease %s renewed after %s, want about %s (renewTimes %v)", name, gap, renewInterval, ts)
-			}
+			gaps = append(gaps, ts[i].Sub(ts[i-1]))
 		}
-		t.Logf("lease %s: %d renewals, e.g. %s apart", name, len(ts), ts[len(ts)-1].Sub(ts[len(ts)-2]))
+		median, longest := medianAndMax(gaps)
+		if median < renewInterval-500*time.Millisecond || median > renewInterval+500*time.Millisecond || longest >= leaseDuration {
+			t.Errorf("lease %s renewed every %s (median; longest gap %s), want about %s and every gap under %s (renewTimes %v)", name, median, longest, renewInterval, leaseDuration, ts)
+			continue
+		}
+		t.Logf("lease %s: %d renewals, every %s (median; longest gap %s)", name, len(ts), median.Round(time.Millisecond), longest.Round(time.Millisecond))
 	}
 }
 
