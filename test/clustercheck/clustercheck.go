@@ -250,11 +250,34 @@ func EtcdSplit(ctx context.Context, t *testing.T, c Cluster) {
 	}
 }
 
-// FreshLeaseHolder is the holder of the leader Lease kube-system/name, or
-// an error while it has none or was last renewed longer than fresh ago: a
-// leader renews every retry period (2 s upstream), so an older renewal is
-// a holder's that lost it, and the Lease is about to move.
-func FreshLeaseHolder(ctx context.Context, client kubernetes.Interface, name string, fresh time.Duration) (string, error) {
+// ControllerManagerLeader is the server whose kube-controller-manager
+// leads now, as serversLogging numbers the servers, and its identity. The
+// holder of the Lease must have renewed it within 6 s (a leader renews
+// every 2 s, upstream's retry period; an older renewal is a holder's that
+// lost it, and the Lease is about to move). The servers of one machine
+// share a hostname, so the identity names its server only through the one
+// log that says it "became leader" (the LeaderElection Event the
+// controller-manager logs); the logs' latest "acquired" line is not
+// enough, since a leadership lost to a fault moves a few seconds later.
+func ControllerManagerLeader(ctx context.Context, client kubernetes.Interface, serversLogging func(text string) ([]int, error)) (int, string, error) {
+	holder, err := freshLeaseHolder(ctx, client, "kube-controller-manager", 6*time.Second)
+	if err != nil {
+		return 0, "", err
+	}
+	said := fmt.Sprintf("message=%q", holder+" became leader")
+	found, err := serversLogging(said)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(found) != 1 {
+		return 0, "", fmt.Errorf("servers %v logged %s, want one", found, said)
+	}
+	return found[0], holder, nil
+}
+
+// freshLeaseHolder is the holder of the leader Lease kube-system/name, or
+// an error while it has none or was last renewed longer than fresh ago.
+func freshLeaseHolder(ctx context.Context, client kubernetes.Interface, name string, fresh time.Duration) (string, error) {
 	lease, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
@@ -267,12 +290,4 @@ func FreshLeaseHolder(ctx context.Context, client kubernetes.Interface, name str
 		return "", fmt.Errorf("%s renewed the Lease kube-system/%s %s ago", holder, name, age.Round(time.Second))
 	}
 	return holder, nil
-}
-
-// LeaderElectedMessage is what a component that records leader-election
-// Events (kube-controller-manager) logs when identity takes its Lease:
-// the servers of one machine share a hostname, so the identity's UUID
-// names the server only through the log that holds this line.
-func LeaderElectedMessage(identity string) string {
-	return fmt.Sprintf("message=%q", identity+" became leader")
 }

@@ -2,6 +2,7 @@ package clustercheck
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -11,26 +12,38 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func TestFreshLeaseHolder(t *testing.T) {
-	lease := func(name, holder string, renewed time.Duration) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: name}}
-		if holder != "" {
-			l.Spec.HolderIdentity = ptr.To(holder)
-			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-renewed)}
-		}
-		return l
+func leaderLease(holder string, renewed time.Duration) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: "kube-controller-manager"}}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-renewed)}
 	}
-	client := fake.NewClientset(lease("fresh", "vm_a", time.Second), lease("stale", "vm_b", 20*time.Second), lease("free", "", 0))
+	return l
+}
+
+func TestControllerManagerLeader(t *testing.T) {
 	ctx := context.Background()
-	if got, err := FreshLeaseHolder(ctx, client, "fresh", 6*time.Second); err != nil || got != "vm_a" {
-		t.Errorf("FreshLeaseHolder(fresh) = %q, %v; want vm_a", got, err)
+	// Servers 2 and 3 took the Lease at some time; only server 3's log
+	// names the holder now.
+	logs := map[string][]int{`message="vm_a became leader"`: {3}, `message="vm_b became leader"`: {1, 2}}
+	serversLogging := func(text string) ([]int, error) { return logs[text], nil }
+	server, holder, err := ControllerManagerLeader(ctx, fake.NewClientset(leaderLease("vm_a", time.Second)), serversLogging)
+	if err != nil || server != 3 || holder != "vm_a" {
+		t.Errorf("ControllerManagerLeader = %d, %q, %v; want server 3, vm_a", server, holder, err)
 	}
-	for _, name := range []string{"stale", "free", "missing"} {
-		if got, err := FreshLeaseHolder(ctx, client, name, 6*time.Second); err == nil {
-			t.Errorf("FreshLeaseHolder(%s) = %q, want an error", name, got)
+	for what, client := range map[string]*fake.Clientset{
+		"a Lease renewed 20 s ago": fake.NewClientset(leaderLease("vm_a", 20*time.Second)),
+		"a Lease with no holder":   fake.NewClientset(leaderLease("", 0)),
+		"no Lease":                 fake.NewClientset(),
+		"a holder two logs name":   fake.NewClientset(leaderLease("vm_b", time.Second)),
+		"a holder no log names":    fake.NewClientset(leaderLease("vm_c", time.Second)),
+	} {
+		if server, holder, err := ControllerManagerLeader(ctx, client, serversLogging); err == nil {
+			t.Errorf("with %s: ControllerManagerLeader = %d, %q; want an error", what, server, holder)
 		}
 	}
-	if got, want := LeaderElectedMessage("vm_a"), `message="vm_a became leader"`; got != want {
-		t.Errorf("LeaderElectedMessage = %s, want %s", got, want)
+	unreadable := func(string) ([]int, error) { return nil, errors.New("no log") }
+	if _, _, err := ControllerManagerLeader(ctx, fake.NewClientset(leaderLease("vm_a", time.Second)), unreadable); err == nil {
+		t.Error("ControllerManagerLeader with unreadable logs: no error")
 	}
 }

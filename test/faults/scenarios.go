@@ -136,25 +136,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// leaderServer is the server whose controller-manager leads now: the
-// holder of its Lease, freshly renewed, is named in that server's log
-// (clustercheck.LeaderElectedMessage). The logs' latest "acquired" line
-// is not enough: a leadership lost in an earlier scenario moves a few
-// seconds later. Server 2 when none is found within leaderWait.
+// leaderServer is the server whose controller-manager leads now
+// (clustercheck.ControllerManagerLeader), or server 2 when none is found
+// within leaderWait.
 func (f *Fixture) leaderServer(ctx context.Context) int {
 	var err error
 	for deadline := time.Now().Add(leaderWait); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var leader int
 		var holder string
-		if holder, err = clustercheck.FreshLeaseHolder(ctx, f.Client(1), "kube-controller-manager", 6*time.Second); err != nil {
-			continue
-		}
-		var found []int
-		if found, err = f.H.ServersLogging(clustercheck.LeaderElectedMessage(holder)); err == nil && len(found) != 1 {
-			err = fmt.Errorf("servers %v logged that %s became leader, want one", found, holder)
-		}
-		if err == nil {
-			f.logf("the controller-manager's leader is server %d (%s)", found[0], holder)
-			return found[0]
+		if leader, holder, err = clustercheck.ControllerManagerLeader(ctx, f.Client(1), f.H.ServersLogging); err == nil {
+			f.logf("the controller-manager's leader is server %d (%s)", leader, holder)
+			return leader
 		}
 	}
 	f.logf("the controller-manager's leader not found within %s (%v): server 2", leaderWait, err)

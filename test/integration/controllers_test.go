@@ -83,33 +83,16 @@ func (m *multiCluster) testControllerManagerKilled(ctx context.Context, t *testi
 }
 
 // controllerManagerLeader is the server whose kube-controller-manager
-// holds the Lease now, and its identity. The Lease names a hostname and
-// a UUID (the servers here share the hostname); a controller-manager
-// logs the UUID when it takes the Lease (upstream logs its events, the
-// LeaderElection one "<identity> became leader"), so the log that holds
-// the identity is the leader's; the Lease must be freshly renewed.
-// Reading the Lease, not the logs' order, matters: a leadership lost
-// after an earlier fault moves a few seconds later, and then the latest
-// "acquired" line names the wrong server.
+// leads now, and its identity (clustercheck.ControllerManagerLeader),
+// waiting while leadership moves.
 func (m *multiCluster) controllerManagerLeader(ctx context.Context, t *testing.T) (int, string) {
 	t.Helper()
 	var leader int
 	var holder string
 	testutil.Eventually(t, 60*time.Second, "the server of the kube-controller-manager leader", func() error {
 		var err error
-		if holder, err = clustercheck.FreshLeaseHolder(ctx, m.client(1), "kube-controller-manager", 6*time.Second); err != nil {
-			return err
-		}
-		said := clustercheck.LeaderElectedMessage(holder)
-		found, err := m.h.ServersLogging(said)
-		if err != nil {
-			return err
-		}
-		if len(found) != 1 {
-			return fmt.Errorf("servers %v logged %s, want one", found, said)
-		}
-		leader = found[0]
-		return nil
+		leader, holder, err = clustercheck.ControllerManagerLeader(ctx, m.client(1), m.h.ServersLogging)
+		return err
 	})
 	return leader, holder
 }

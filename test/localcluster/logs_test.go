@@ -2,7 +2,6 @@ package localcluster
 
 import (
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -31,7 +30,7 @@ func TestServersLogging(t *testing.T) {
 			t.Errorf("ServersLogging(%q) = %v, %v; want %v", text, got, err, want)
 		}
 	}
-	if err := os.Remove(filepath.Join(o.ClusterDir, filepath.Base(c.Server(2).LogFile))); err != nil {
+	if err := os.Remove(c.Server(2).LogFile); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := c.ServersLogging("became leader"); err == nil {
