@@ -54,8 +54,10 @@ func TestFaults(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Minute)
 	defer cancel()
-	c.up(ctx)
+	// Deferred first: a cluster whose up failed (t.Fatal) is taken down too,
+	// not left running for the next test.
 	defer c.down()
+	c.up(ctx)
 	var results []Result
 	runs := 0
 	for rep := 1; rep <= repeat; rep++ {
