@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k1m.dev/k1m/test/clustercheck"
@@ -30,6 +31,7 @@ type Monitor struct {
 	mu         sync.Mutex
 	notReady   map[string]map[int64]bool // node -> unix seconds seen NotReady
 	violations map[string]map[int64]int  // node -> unix second -> server that saw it
+	why        map[string]string         // node -> its Ready condition when first a violation
 	leaseAge   map[string]time.Duration  // node -> oldest renewTime seen while not excused
 }
 
@@ -37,7 +39,7 @@ type Monitor struct {
 func StartMonitor(ctx context.Context, f *Fixture, interval time.Duration) *Monitor {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &Monitor{f: f, cancel: cancel, notReady: map[string]map[int64]bool{},
-		violations: map[string]map[int64]int{}, leaseAge: map[string]time.Duration{}}
+		violations: map[string]map[int64]int{}, why: map[string]string{}, leaseAge: map[string]time.Duration{}}
 	for i := 1; i <= Servers; i++ {
 		m.done.Add(1)
 		go func() {
@@ -81,6 +83,7 @@ func (m *Monitor) sample(ctx context.Context, i int) {
 		if v.majority && !v.excused[n.Name] {
 			if m.violations[n.Name] == nil {
 				m.violations[n.Name] = map[int64]int{}
+				m.why[n.Name] = readyCondition(&n)
 			}
 			m.violations[n.Name][at.Unix()] = i
 		}
@@ -127,7 +130,7 @@ func (m *Monitor) Stop() MonitorReport {
 		r.NotReadySeconds[node] = len(seconds)
 	}
 	for node, seconds := range m.violations {
-		r.Violations = append(r.Violations, violation(node, seconds))
+		r.Violations = append(r.Violations, violation(node, seconds, m.why[node]))
 	}
 	sort.Strings(r.Violations)
 	for node, age := range m.leaseAge {
@@ -136,17 +139,28 @@ func (m *Monitor) Stop() MonitorReport {
 	return r
 }
 
+// readyCondition names who set the node's Ready condition and why: the
+// kubelet's own reasons (a runtime or PLEG check) differ from the node
+// controller's "Kubelet stopped posting node status.".
+func readyCondition(n *corev1.Node) string {
+	cond := clustercheck.ReadyCondition(n)
+	if cond == nil {
+		return "no Ready condition"
+	}
+	return fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+}
+
 // violation says for how long node was NotReady when it should not have
-// been.
-func violation(node string, seconds map[int64]int) string {
+// been, and its Ready condition (why) when first seen so.
+func violation(node string, seconds map[int64]int, why string) string {
 	var all []int64
 	for s := range seconds {
 		all = append(all, s)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	first, last := all[0], all[len(all)-1]
-	return fmt.Sprintf("node %s NotReady for %d s (%s to %s UTC, first seen through server %d) while a majority of the servers ran and its own server was not out",
-		node, len(all), clock(first), clock(last), seconds[first])
+	return fmt.Sprintf("node %s NotReady for %d s (%s to %s UTC, first seen through server %d: %s) while a majority of the servers ran and its own server was not out",
+		node, len(all), clock(first), clock(last), seconds[first], why)
 }
 
 func clock(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04:05") }

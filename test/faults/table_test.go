@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestSelect(t *testing.T) {
@@ -86,9 +88,16 @@ func TestReplaceTable(t *testing.T) {
 
 func TestViolation(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC).Unix()
-	got := violation("k1m-node-1", map[int64]int{t0 + 5: 3, t0: 2, t0 + 1: 2})
-	want := "node k1m-node-1 NotReady for 3 s (04:00:00 to 04:00:05 UTC, first seen through server 2) while a majority of the servers ran and its own server was not out"
+	why := readyCondition(&corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
+		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "PLEG is not healthy: pleg has yet to be successful"},
+	}}})
+	got := violation("k1m-node-1", map[int64]int{t0 + 5: 3, t0: 2, t0 + 1: 2}, why)
+	want := "node k1m-node-1 NotReady for 3 s (04:00:00 to 04:00:05 UTC, first seen through server 2: Ready=False KubeletNotReady: PLEG is not healthy: pleg has yet to be successful) while a majority of the servers ran and its own server was not out"
 	if got != want {
 		t.Errorf("violation = %q, want %q", got, want)
+	}
+	if got, want := readyCondition(&corev1.Node{}), "no Ready condition"; got != want {
+		t.Errorf("readyCondition of a node without conditions = %q, want %q", got, want)
 	}
 }
