@@ -53,10 +53,7 @@ func Members(ctx context.Context, cli *clientv3.Client) ([]MemberInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing the etcd members at %s: %w", strings.Join(cli.Endpoints(), ","), err)
 	}
-	out := make([]MemberInfo, 0, len(resp.Members))
-	for _, m := range resp.Members {
-		out = append(out, memberInfo(m))
-	}
+	out := infos(resp.Members)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
@@ -110,8 +107,91 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 		m.InitialCluster = initialCluster(added, m.Name)
 		m.JoinExisting = true
 		report(fmt.Sprintf("%s: added as a learner to the cluster of %s", m.label(), strings.Join(names(added.Members), ", ")))
+		for _, line := range awaitAddApplied(ctx, infos(added.Members), added.Member.ID, linearizableView(tls), addAppliedWait) {
+			report(fmt.Sprintf("%s: %s; starting anyway", m.label(), line))
+		}
+		if err := ctx.Err(); err != nil {
+			return Member{}, err
+		}
 		return m, nil
 	}
+}
+
+// addAppliedWait bounds how long Join waits for the other members to
+// apply the learner's addition, which takes them milliseconds.
+const addAppliedWait = 10 * time.Second
+
+// membersSeen lists the member IDs member m itself holds.
+type membersSeen func(ctx context.Context, m MemberInfo) ([]uint64, error)
+
+// awaitAddApplied waits, for at most wait in all, until every started
+// member other than the learner lists the learner in its own view, and
+// returns a line for each member that did not: it did not answer (then it
+// cannot answer the learner either, and is not asked again), or it still
+// did not list the learner when the time was up.
+//
+// Why: the learner's etcd, started right after the addition, takes the
+// cluster's membership from the first peer that answers it and refuses to
+// start ("member count is unequal") when that peer has not applied the
+// addition yet; seen once when a third server joined.
+func awaitAddApplied(ctx context.Context, members []MemberInfo, learner uint64, view membersSeen, wait time.Duration) []string {
+	deadline := time.Now().Add(wait)
+	var missing []string
+	for _, m := range members {
+		if m.ID == learner || m.Name == "" {
+			continue // the learner itself, or another that has not started
+		}
+		for {
+			ids, err := view(ctx, m)
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("etcd member %s did not say whether it has applied the addition (%v)", m.Name, err))
+				break
+			}
+			if slices.Contains(ids, learner) {
+				break
+			}
+			if !time.Now().Before(deadline) || clock.Sleep(ctx, 100*time.Millisecond) != nil {
+				missing = append(missing, fmt.Sprintf("etcd member %s had not applied the addition after %v", m.Name, wait))
+				break
+			}
+		}
+	}
+	return missing
+}
+
+// linearizableView asks member m alone for its member list, linearizable:
+// m answers once it has applied everything committed before the request,
+// the addition included.
+func linearizableView(tls TLS) membersSeen {
+	return func(ctx context.Context, m MemberInfo) ([]uint64, error) {
+		if len(m.ClientURLs) == 0 {
+			return nil, fmt.Errorf("no client URL")
+		}
+		cli, err := NewClient(m.ClientURLs, tls)
+		if err != nil {
+			return nil, err
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		resp, err := cli.MemberList(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]uint64, 0, len(resp.Members))
+		for _, mem := range resp.Members {
+			ids = append(ids, mem.ID)
+		}
+		return ids, nil
+	}
+}
+
+func infos(members []*etcdserverpb.Member) []MemberInfo {
+	out := make([]MemberInfo, 0, len(members))
+	for _, m := range members {
+		out = append(out, memberInfo(m))
+	}
+	return out
 }
 
 // removeStaleSelf removes m's own entry from before: one of m's name at

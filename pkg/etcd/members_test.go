@@ -286,3 +286,88 @@ func TestJoinRefusesAPeerURLOfAnotherMember(t *testing.T) {
 		t.Errorf("after the refused join: members %+v, want %+v", got, want)
 	}
 }
+
+// fakeViews answers each member's view from a script: the error, or how
+// many asks before the member lists the learner.
+type fakeViews struct {
+	listsAfter map[string]int   // member -> asks that do not list the learner yet
+	fail       map[string]error // member -> error on every ask
+	asked      map[string]int
+}
+
+func (f *fakeViews) view(learner uint64) membersSeen {
+	return func(_ context.Context, m MemberInfo) ([]uint64, error) {
+		f.asked[m.Name]++
+		if err := f.fail[m.Name]; err != nil {
+			return nil, err
+		}
+		if f.asked[m.Name] > f.listsAfter[m.Name] {
+			return []uint64{1, 2, learner}, nil
+		}
+		return []uint64{1, 2}, nil
+	}
+}
+
+func TestAwaitAddApplied(t *testing.T) {
+	const learner = 9
+	members := []MemberInfo{
+		{ID: 1, Name: "k1m-server-1"},
+		{ID: 2, Name: "k1m-server-2"},
+		{ID: 7},       // another learner, not started: not asked
+		{ID: learner}, // the learner itself: not asked
+	}
+	cases := []struct {
+		name       string
+		listsAfter map[string]int
+		fail       map[string]error
+		wait       time.Duration
+		want       []string
+		wantAsked  map[string]int
+		askedAgain string // asked until the time is up: at least twice, how often depends on the machine
+	}{
+		{
+			name:      "both have applied it",
+			wait:      time.Second,
+			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1},
+		},
+		{
+			name:       "one member applies it late: asked again until it lists the learner",
+			listsAfter: map[string]int{"k1m-server-2": 3},
+			wait:       5 * time.Second,
+			wantAsked:  map[string]int{"k1m-server-1": 1, "k1m-server-2": 4},
+		},
+		{
+			name:      "one member does not answer: named, not asked again",
+			fail:      map[string]error{"k1m-server-1": errors.New("context deadline exceeded")},
+			wait:      time.Second,
+			want:      []string{"etcd member k1m-server-1 did not say whether it has applied the addition (context deadline exceeded)"},
+			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1},
+		},
+		{
+			name:       "one member never lists it: named when the time is up",
+			listsAfter: map[string]int{"k1m-server-1": 1 << 30},
+			wait:       250 * time.Millisecond,
+			want:       []string{"etcd member k1m-server-1 had not applied the addition after 250ms"},
+			wantAsked:  map[string]int{"k1m-server-2": 1},
+			askedAgain: "k1m-server-1",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeViews{listsAfter: tc.listsAfter, fail: tc.fail, asked: map[string]int{}}
+			got := awaitAddApplied(context.Background(), members, learner, f.view(learner), tc.wait)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("awaitAddApplied = %q, want %q", got, tc.want)
+			}
+			if tc.askedAgain != "" {
+				if n := f.asked[tc.askedAgain]; n < 2 {
+					t.Errorf("%s asked %d times before the time was up, want it asked again", tc.askedAgain, n)
+				}
+				delete(f.asked, tc.askedAgain)
+			}
+			if !reflect.DeepEqual(f.asked, tc.wantAsked) {
+				t.Errorf("members asked %v, want %v", f.asked, tc.wantAsked)
+			}
+		})
+	}
+}
