@@ -25,11 +25,16 @@ const requestTimeout = 10 * time.Second
 // NewClient connects to the members at endpoints with the client
 // certificate of tls.
 func NewClient(endpoints []string, tls TLS) (*clientv3.Client, error) {
+	return newClient(context.Background(), endpoints, tls)
+}
+
+// newClient is NewClient whose dial (and life) ctx also bounds.
+func newClient(ctx context.Context, endpoints []string, tls TLS) (*clientv3.Client, error) {
 	tlsCfg, err := transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.CAFile}.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("etcd client certificate: %w", err)
 	}
-	return clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return clientv3.New(clientv3.Config{Context: ctx, Endpoints: endpoints, TLS: tlsCfg, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 }
 
 // MemberInfo describes one member of a cluster.
@@ -136,6 +141,8 @@ type membersSeen func(ctx context.Context, m MemberInfo) ([]uint64, error)
 // addition yet; seen once when a third server joined.
 func awaitAddApplied(ctx context.Context, members []MemberInfo, learner uint64, view membersSeen, wait time.Duration) []string {
 	deadline := time.Now().Add(wait)
+	ctx, cancel := context.WithDeadline(ctx, deadline) // a member that does not answer costs no more
+	defer cancel()
 	var missing []string
 	for _, m := range members {
 		if m.ID == learner || m.Name == "" {
@@ -167,13 +174,11 @@ func linearizableView(tls TLS) membersSeen {
 		if len(m.ClientURLs) == 0 {
 			return nil, fmt.Errorf("no client URL")
 		}
-		cli, err := NewClient(m.ClientURLs, tls)
+		cli, err := newClient(ctx, m.ClientURLs, tls)
 		if err != nil {
 			return nil, err
 		}
 		defer cli.Close()
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
 		resp, err := cli.MemberList(ctx)
 		if err != nil {
 			return nil, err
