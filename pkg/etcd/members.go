@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -112,58 +113,80 @@ func Join(ctx context.Context, endpoints []string, tls TLS, m Member, report fun
 		m.InitialCluster = initialCluster(added, m.Name)
 		m.JoinExisting = true
 		report(fmt.Sprintf("%s: added as a learner to the cluster of %s", m.label(), strings.Join(names(added.Members), ", ")))
-		for _, line := range awaitAddApplied(ctx, infos(added.Members), added.Member.ID, linearizableView(tls), addAppliedWait) {
-			report(fmt.Sprintf("%s: %s; starting anyway", m.label(), line))
-		}
+		behind := awaitAddApplied(ctx, infos(added.Members), added.Member.ID, linearizableView(tls), addApplied)
 		if err := ctx.Err(); err != nil {
 			return Member{}, err
+		}
+		for _, line := range behind {
+			report(fmt.Sprintf("%s: %s; starting anyway", m.label(), line))
 		}
 		return m, nil
 	}
 }
 
-// addAppliedWait bounds how long Join waits for the other members to
-// apply the learner's addition, which takes them milliseconds.
-const addAppliedWait = 10 * time.Second
+// addApplied bounds how long Join waits for the other members to apply
+// the learner's addition, which takes them milliseconds: Wait in all, Ask
+// for one answer of one member (a member that is down or cut off answers
+// nothing, and is not waited for longer).
+var addApplied = appliedWait{Wait: 10 * time.Second, Ask: 3 * time.Second}
+
+type appliedWait struct{ Wait, Ask time.Duration }
 
 // membersSeen lists the member IDs member m itself holds.
 type membersSeen func(ctx context.Context, m MemberInfo) ([]uint64, error)
 
-// awaitAddApplied waits, for at most wait in all, until every started
-// member other than the learner lists the learner in its own view, and
-// returns a line for each member that did not: it did not answer (then it
-// cannot answer the learner either, and is not asked again), or it still
-// did not list the learner when the time was up.
+// awaitAddApplied asks every started member other than the learner, all
+// at once, until each lists the learner in its own view, and returns a
+// line for each member that did not, in the members' order: it did not
+// answer within w.Ask (then it cannot answer the learner either, and is
+// not asked again), or it still did not list the learner after w.Wait.
 //
 // Why: the learner's etcd, started right after the addition, takes the
 // cluster's membership from the first peer that answers it and refuses to
 // start ("member count is unequal") when that peer has not applied the
 // addition yet; seen once when a third server joined.
-func awaitAddApplied(ctx context.Context, members []MemberInfo, learner uint64, view membersSeen, wait time.Duration) []string {
-	deadline := time.Now().Add(wait)
-	ctx, cancel := context.WithDeadline(ctx, deadline) // a member that does not answer costs no more
+func awaitAddApplied(ctx context.Context, members []MemberInfo, learner uint64, view membersSeen, w appliedWait) []string {
+	ctx, cancel := context.WithTimeout(ctx, w.Wait)
 	defer cancel()
-	var missing []string
-	for _, m := range members {
+	missing := make([]string, len(members))
+	var asked sync.WaitGroup
+	for i, m := range members {
 		if m.ID == learner || m.Name == "" {
 			continue // the learner itself, or another that has not started
 		}
-		for {
-			ids, err := view(ctx, m)
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("etcd member %s did not say whether it has applied the addition (%v)", m.Name, err))
-				break
-			}
-			if slices.Contains(ids, learner) {
-				break
-			}
-			if !time.Now().Before(deadline) || clock.Sleep(ctx, 100*time.Millisecond) != nil {
-				missing = append(missing, fmt.Sprintf("etcd member %s had not applied the addition after %v", m.Name, wait))
-				break
-			}
+		asked.Add(1)
+		go func() {
+			defer asked.Done()
+			missing[i] = awaitListed(ctx, m, learner, view, w)
+		}()
+	}
+	asked.Wait()
+	var lines []string
+	for _, line := range missing {
+		if line != "" {
+			lines = append(lines, line)
 		}
 	}
-	return missing
+	return lines
+}
+
+// awaitListed asks m until it lists the learner and returns "", or says
+// why it stopped asking.
+func awaitListed(ctx context.Context, m MemberInfo, learner uint64, view membersSeen, w appliedWait) string {
+	for {
+		askCtx, cancel := context.WithTimeout(ctx, w.Ask)
+		ids, err := view(askCtx, m)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Sprintf("etcd member %s did not say whether it has applied the addition (%v)", m.Name, err)
+		case err == nil && slices.Contains(ids, learner):
+			return ""
+		}
+		if err != nil || clock.Sleep(ctx, 100*time.Millisecond) != nil {
+			return fmt.Sprintf("etcd member %s had not applied the addition after %v", m.Name, w.Wait)
+		}
+	}
 }
 
 // linearizableView asks member m alone for its member list, linearizable:

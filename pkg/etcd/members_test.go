@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,24 +288,35 @@ func TestJoinRefusesAPeerURLOfAnotherMember(t *testing.T) {
 	}
 }
 
-// fakeViews answers each member's view from a script: the error, or how
-// many asks before the member lists the learner.
+// fakeViews answers each member's view from a script: the error, a
+// member that never answers, or how many asks before the member lists the
+// learner. Members are asked at once, so the counts are locked.
 type fakeViews struct {
 	listsAfter map[string]int   // member -> asks that do not list the learner yet
 	fail       map[string]error // member -> error on every ask
+	silent     map[string]bool  // member -> answers nothing until the ask ends
+	mu         sync.Mutex
 	asked      map[string]int
 }
 
 func (f *fakeViews) view(learner uint64) membersSeen {
-	return func(_ context.Context, m MemberInfo) ([]uint64, error) {
+	return func(ctx context.Context, m MemberInfo) ([]uint64, error) {
+		f.mu.Lock()
 		f.asked[m.Name]++
-		if err := f.fail[m.Name]; err != nil {
-			return nil, err
+		n := f.asked[m.Name]
+		f.mu.Unlock()
+		switch {
+		case f.silent[m.Name]:
+			<-ctx.Done()
+			return nil, ctx.Err()
+		case f.fail[m.Name] != nil:
+			return nil, f.fail[m.Name]
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case n > f.listsAfter[m.Name]:
+			return []uint64{1, 2, 3, learner}, nil
 		}
-		if f.asked[m.Name] > f.listsAfter[m.Name] {
-			return []uint64{1, 2, learner}, nil
-		}
-		return []uint64{1, 2}, nil
+		return []uint64{1, 2, 3}, nil
 	}
 }
 
@@ -313,6 +325,7 @@ func TestAwaitAddApplied(t *testing.T) {
 	members := []MemberInfo{
 		{ID: 1, Name: "k1m-server-1"},
 		{ID: 2, Name: "k1m-server-2"},
+		{ID: 3, Name: "k1m-server-3"},
 		{ID: 7},       // another learner, not started: not asked
 		{ID: learner}, // the learner itself: not asked
 	}
@@ -320,41 +333,49 @@ func TestAwaitAddApplied(t *testing.T) {
 		name       string
 		listsAfter map[string]int
 		fail       map[string]error
-		wait       time.Duration
+		silent     map[string]bool
+		wait       appliedWait
 		want       []string
 		wantAsked  map[string]int
 		askedAgain string // asked until the time is up: at least twice, how often depends on the machine
 	}{
 		{
-			name:      "both have applied it",
-			wait:      time.Second,
-			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1},
+			name:      "all have applied it",
+			wait:      appliedWait{Wait: time.Second, Ask: time.Second},
+			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1, "k1m-server-3": 1},
 		},
 		{
 			name:       "one member applies it late: asked again until it lists the learner",
 			listsAfter: map[string]int{"k1m-server-2": 3},
-			wait:       5 * time.Second,
-			wantAsked:  map[string]int{"k1m-server-1": 1, "k1m-server-2": 4},
+			wait:       appliedWait{Wait: 5 * time.Second, Ask: time.Second},
+			wantAsked:  map[string]int{"k1m-server-1": 1, "k1m-server-2": 4, "k1m-server-3": 1},
 		},
 		{
-			name:      "one member does not answer: named, not asked again",
-			fail:      map[string]error{"k1m-server-1": errors.New("context deadline exceeded")},
-			wait:      time.Second,
+			name:      "one member fails: named, not asked again",
+			fail:      map[string]error{"k1m-server-1": errors.New("connection refused")},
+			wait:      appliedWait{Wait: time.Second, Ask: time.Second},
+			want:      []string{"etcd member k1m-server-1 did not say whether it has applied the addition (connection refused)"},
+			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1, "k1m-server-3": 1},
+		},
+		{
+			name:      "one member answers nothing: named after one ask, the others still asked",
+			silent:    map[string]bool{"k1m-server-1": true},
+			wait:      appliedWait{Wait: 5 * time.Second, Ask: 200 * time.Millisecond},
 			want:      []string{"etcd member k1m-server-1 did not say whether it has applied the addition (context deadline exceeded)"},
-			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1},
+			wantAsked: map[string]int{"k1m-server-1": 1, "k1m-server-2": 1, "k1m-server-3": 1},
 		},
 		{
 			name:       "one member never lists it: named when the time is up",
-			listsAfter: map[string]int{"k1m-server-1": 1 << 30},
-			wait:       250 * time.Millisecond,
-			want:       []string{"etcd member k1m-server-1 had not applied the addition after 250ms"},
-			wantAsked:  map[string]int{"k1m-server-2": 1},
-			askedAgain: "k1m-server-1",
+			listsAfter: map[string]int{"k1m-server-3": 1 << 30},
+			wait:       appliedWait{Wait: 250 * time.Millisecond, Ask: time.Second},
+			want:       []string{"etcd member k1m-server-3 had not applied the addition after 250ms"},
+			wantAsked:  map[string]int{"k1m-server-1": 1, "k1m-server-2": 1},
+			askedAgain: "k1m-server-3",
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeViews{listsAfter: tc.listsAfter, fail: tc.fail, asked: map[string]int{}}
+			f := &fakeViews{listsAfter: tc.listsAfter, fail: tc.fail, silent: tc.silent, asked: map[string]int{}}
 			got := awaitAddApplied(context.Background(), members, learner, f.view(learner), tc.wait)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("awaitAddApplied = %q, want %q", got, tc.want)
