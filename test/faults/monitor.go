@@ -30,8 +30,8 @@ type Monitor struct {
 
 	mu         sync.Mutex
 	notReady   map[string]map[int64]bool // node -> unix seconds seen NotReady
-	violations map[string]map[int64]int  // node -> unix second -> server that saw it
-	why        map[string]string         // node -> its Ready condition when first a violation
+	violations map[string]map[int64]bool // node -> unix seconds seen NotReady that should not have been
+	first      map[string]sighting       // node -> the earliest sample that made a violation
 	leaseAge   map[string]time.Duration  // node -> oldest renewTime seen while not excused
 }
 
@@ -39,7 +39,7 @@ type Monitor struct {
 func StartMonitor(ctx context.Context, f *Fixture, interval time.Duration) *Monitor {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &Monitor{f: f, cancel: cancel, notReady: map[string]map[int64]bool{},
-		violations: map[string]map[int64]int{}, why: map[string]string{}, leaseAge: map[string]time.Duration{}}
+		violations: map[string]map[int64]bool{}, first: map[string]sighting{}, leaseAge: map[string]time.Duration{}}
 	for i := 1; i <= Servers; i++ {
 		m.done.Add(1)
 		go func() {
@@ -81,11 +81,11 @@ func (m *Monitor) sample(ctx context.Context, i int) {
 		}
 		mark(m.notReady, n.Name, at.Unix(), true)
 		if v.majority && !v.excused[n.Name] {
-			if m.violations[n.Name] == nil {
-				m.violations[n.Name] = map[int64]int{}
-				m.why[n.Name] = readyCondition(&n)
+			mark(m.violations, n.Name, at.Unix(), true)
+			// Servers sample at once: keep the earliest, whichever locks first.
+			if f, seen := m.first[n.Name]; !seen || at.Before(f.at) {
+				m.first[n.Name] = sighting{at: at, server: i, ready: readyCondition(&n)}
 			}
-			m.violations[n.Name][at.Unix()] = i
 		}
 	}
 	leases, err := client.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
@@ -130,7 +130,7 @@ func (m *Monitor) Stop() MonitorReport {
 		r.NotReadySeconds[node] = len(seconds)
 	}
 	for node, seconds := range m.violations {
-		r.Violations = append(r.Violations, violation(node, seconds, m.why[node]))
+		r.Violations = append(r.Violations, violation(node, seconds, m.first[node]))
 	}
 	sort.Strings(r.Violations)
 	for node, age := range m.leaseAge {
@@ -150,17 +150,24 @@ func readyCondition(n *corev1.Node) string {
 	return fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
 }
 
+// sighting is one sample that saw a node NotReady.
+type sighting struct {
+	at     time.Time
+	server int    // through which server
+	ready  string // the node's Ready condition (readyCondition)
+}
+
 // violation says for how long node was NotReady when it should not have
-// been, and its Ready condition (why) when first seen so.
-func violation(node string, seconds map[int64]int, why string) string {
+// been, and through which server and with which Ready condition it was
+// first seen so.
+func violation(node string, seconds map[int64]bool, first sighting) string {
 	var all []int64
 	for s := range seconds {
 		all = append(all, s)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	first, last := all[0], all[len(all)-1]
 	return fmt.Sprintf("node %s NotReady for %d s (%s to %s UTC, first seen through server %d: %s) while a majority of the servers ran and its own server was not out",
-		node, len(all), clock(first), clock(last), seconds[first], why)
+		node, len(all), clock(all[0]), clock(all[len(all)-1]), first.server, first.ready)
 }
 
 func clock(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04:05") }

@@ -92,7 +92,8 @@ func TestViolation(t *testing.T) {
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
 		{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "PLEG is not healthy: pleg has yet to be successful"},
 	}}})
-	got := violation("k1m-node-1", map[int64]int{t0 + 5: 3, t0: 2, t0 + 1: 2}, why)
+	first := sighting{at: time.Unix(t0, 0), server: 2, ready: why}
+	got := violation("k1m-node-1", map[int64]bool{t0 + 5: true, t0: true, t0 + 1: true}, first)
 	want := "node k1m-node-1 NotReady for 3 s (04:00:00 to 04:00:05 UTC, first seen through server 2: Ready=False KubeletNotReady: PLEG is not healthy: pleg has yet to be successful) while a majority of the servers ran and its own server was not out"
 	if got != want {
 		t.Errorf("violation = %q, want %q", got, want)
