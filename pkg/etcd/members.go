@@ -177,14 +177,17 @@ func awaitListed(ctx context.Context, m MemberInfo, learner uint64, view members
 		askCtx, cancel := context.WithTimeout(ctx, w.Ask)
 		ids, err := view(askCtx, m)
 		cancel()
+		behind := fmt.Sprintf("etcd member %s had not applied the addition after %v", m.Name, w.Wait)
 		switch {
-		case err != nil && ctx.Err() == nil:
-			return fmt.Sprintf("etcd member %s did not say whether it has applied the addition (%v)", m.Name, err)
 		case err == nil && slices.Contains(ids, learner):
 			return ""
+		case err != nil && ctx.Err() == nil: // this ask failed, not the whole wait
+			return fmt.Sprintf("etcd member %s did not say whether it has applied the addition (%v)", m.Name, err)
+		case err != nil:
+			return behind
 		}
-		if err != nil || clock.Sleep(ctx, 100*time.Millisecond) != nil {
-			return fmt.Sprintf("etcd member %s had not applied the addition after %v", m.Name, w.Wait)
+		if clock.Sleep(ctx, 100*time.Millisecond) != nil {
+			return behind
 		}
 	}
 }
@@ -195,7 +198,7 @@ func awaitListed(ctx context.Context, m MemberInfo, learner uint64, view members
 func linearizableView(tls TLS) membersSeen {
 	return func(ctx context.Context, m MemberInfo) ([]uint64, error) {
 		if len(m.ClientURLs) == 0 {
-			return nil, fmt.Errorf("no client URL")
+			return nil, errors.New("no client URL")
 		}
 		cli, err := newClient(ctx, m.ClientURLs, tls)
 		if err != nil {
