@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/netip"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/podnet"
@@ -16,7 +17,10 @@ func (n *node) enableForwarding(context.Context) error { return podnet.EnableFor
 // podRoutes).
 func (n *node) runPodNetwork(ctx context.Context) error {
 	p := n.cfg.Paths
-	podnet.Network{Self: n.cfg.NodeName, ConfDir: p.CNIConfDir, IPAMDir: p.CNIIPAMDir, Routes: routeSource(n.settings.PodRoutes)}.Run(ctx, n.client)
+	// Checked by the server that published it; an unparsable one bounds
+	// nothing (the published routes are then taken as they are).
+	clusterCIDR, _ := netip.ParsePrefix(n.settings.ClusterCIDR)
+	podnet.Network{Self: n.cfg.NodeName, ConfDir: p.CNIConfDir, IPAMDir: p.CNIIPAMDir, Routes: routeSource(n.settings.PodRoutes), ClusterCIDR: clusterCIDR}.Run(ctx, n.client)
 	if n.settings.PodRoutes == constants.PodRoutesProvider {
 		n.say("pod ranges routed by the provider's network (k1m-cluster's podRoutes: %s): the node installs no routes to other nodes' pods", n.settings.PodRoutes)
 	}

@@ -109,9 +109,29 @@ func (ca *Authority) LoadOrIssue(dir string, leaf Leaf) (certPath, keyPath strin
 
 // issue writes a new key and a certificate for leaf, signed by ca.
 func (ca *Authority) issue(certPath, keyPath string, leaf Leaf) error {
-	key, err := newKey()
+	certPEM, key, err := ca.sign(leaf)
 	if err != nil {
 		return err
+	}
+	return writePair(certPath, keyPath, certPEM, key)
+}
+
+// Issue returns a new certificate for leaf, signed by ca, and its new key,
+// both PEM, for a file that holds them together (as the kubelet keeps its
+// client certificate).
+func (ca *Authority) Issue(leaf Leaf) (certPEM, keyPEM []byte, err error) {
+	certPEM, key, err := ca.sign(leaf)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = encodeKey(key)
+	return certPEM, keyPEM, err
+}
+
+func (ca *Authority) sign(leaf Leaf) ([]byte, crypto.Signer, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -130,10 +150,9 @@ func (ca *Authority) issue(certPath, keyPath string, leaf Leaf) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return writePair(certPath, keyPath, certPEM, key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key, nil
 }
 
 // stillGood tells whether an existing certificate can be kept.

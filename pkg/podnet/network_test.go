@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -43,16 +42,9 @@ func TestRouteSources(t *testing.T) {
 			other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: RoutesNamespace, Name: "n2", Labels: map[string]string{RouteLabel: "true"}},
 				Data: map[string]string{routePodCIDRs: "fddf:4035:b500:2::/64", routeVia: "fddf:4035:b520::12"}}
 			client := fake.NewSimpleClientset(testNode("n1", ownRange, "fddf:4035:b520::11"), testNode("n2", "fddf:4035:b500:2::/64", "fddf:4035:b520::12"), other)
-			var mu sync.Mutex
-			var installed []string
+			kernel := &fakeKernel{}
 			dir := t.TempDir()
-			nw := Network{Self: "n1", ConfDir: dir, IPAMDir: filepath.Join(dir, "ipam"), Routes: c.routes,
-				replaceRoute: func(r *netlink.Route) error {
-					mu.Lock()
-					defer mu.Unlock()
-					installed = append(installed, r.Dst.String()+" via "+r.Gw.String())
-					return nil
-				}}
+			nw := Network{Self: "n1", ConfDir: dir, IPAMDir: filepath.Join(dir, "ipam"), Routes: c.routes, kernel: kernel}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			nw.Run(ctx, client)
@@ -66,10 +58,7 @@ func TestRouteSources(t *testing.T) {
 			// The informers handle their first lists at once: a route, if
 			// any were to come, comes well within this.
 			time.Sleep(300 * time.Millisecond)
-			mu.Lock()
-			got := slices.Clone(installed)
-			mu.Unlock()
-			if !slices.Equal(got, c.installed) {
+			if got := kernel.replaced(); !slices.Equal(got, c.installed) {
 				t.Errorf("routes installed: %q, want %q", got, c.installed)
 			}
 			if got := watches(client.Actions()); !slices.Equal(got, c.watched) {
@@ -88,6 +77,64 @@ func watches(actions []k8stesting.Action) []string {
 			r := w.GetWatchRestrictions()
 			out = append(out, fmt.Sprintf("%s: %s / %s", a.GetResource().Resource, r.Fields, r.Labels))
 		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fakeKernel records the routes a Network installs and removes, and holds
+// a table it lists.
+type fakeKernel struct {
+	mu       sync.Mutex
+	table    []kernelRoute
+	replaces []string
+	removes  []string
+}
+
+func (k *fakeKernel) replace(r podRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.replaces = append(k.replaces, r.dst.String()+" via "+r.via.String())
+	k.table = slices.DeleteFunc(k.table, func(have kernelRoute) bool { return have.dst.String() == r.dst.String() })
+	k.table = append(k.table, kernelRoute{r, RouteProtocol})
+	return nil
+}
+
+func (k *fakeKernel) remove(r podRoute) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.removes = append(k.removes, r.dst.String()+" via "+r.via.String())
+	k.table = slices.DeleteFunc(k.table, func(have kernelRoute) bool {
+		return have.dst.String() == r.dst.String() && have.via.Equal(r.via)
+	})
+	return nil
+}
+
+func (k *fakeKernel) list() ([]kernelRoute, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.table), nil
+}
+
+func (k *fakeKernel) replaced() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.replaces)
+}
+
+func (k *fakeKernel) removed() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.removes)
+}
+
+// routes lists the table as "dst via gw proto N", sorted.
+func (k *fakeKernel) routes() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, r := range k.table {
+		out = append(out, fmt.Sprintf("%s via %s proto %d", r.dst, r.via, r.protocol))
 	}
 	slices.Sort(out)
 	return out

@@ -14,13 +14,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -116,9 +117,14 @@ type Network struct {
 	ConfDir string // where the CNI config goes (the kubelet's CNI conf dir)
 	IPAMDir string // host-local's data directory
 	Routes  RouteSource
-	// replaceRoute installs a route; nil: netlink.RouteReplace (the tests
-	// record the routes instead).
-	replaceRoute func(*netlink.Route) error
+	// ClusterCIDR, when valid, bounds the published routes a node
+	// installs (a server of another release might publish one outside
+	// it), and is where a gateway route no published node owns is removed
+	// whatever its protocol (routes of releases that did not mark theirs).
+	ClusterCIDR netip.Prefix
+	// kernel installs, lists and removes routes; nil: netlink's (the
+	// tests record the routes instead).
+	kernel routeKernel
 }
 
 // RouteSource is where a node's routes to the other nodes' pods come from.
@@ -160,24 +166,14 @@ func (nw Network) Run(ctx context.Context, client kubernetes.Interface) {
 	if nw.Routes == RoutesByProvider {
 		return
 	}
-	applied := routeTable{}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector))
-	handle := func(obj any) {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != nw.Self {
-			nw.install(routeOf(cm), applied)
-		}
-	}
-	_, _ = factory.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: handle, UpdateFunc: func(_, obj any) { handle(obj) },
-	})
-	factory.Start(ctx.Done())
+	nw.followPublished(ctx, informers.NewSharedInformerFactoryWithOptions(client, resyncPeriod, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector)))
 }
 
 // runOnNodes follows the Nodes factory lists: this node's CNI config, and
 // the routes to the others'.
 func (nw Network) runOnNodes(ctx context.Context, factory informers.SharedInformerFactory) {
 	informer := factory.Core().V1().Nodes()
-	applied := routeTable{}
+	applied := newRouteTable()
 	handle := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
 			nw.apply(n, applied)
@@ -214,31 +210,49 @@ func resynced(old, updated any) bool {
 	return ok1 && ok2 && o.ResourceVersion == n.ResourceVersion
 }
 
-// routeTable is the routes apply installed, by destination, so that a
-// Node seen again with the same range and address costs no route replace.
-type routeTable map[string]string
+// routeTable is the routes this node installed, by destination, so that
+// a route seen again with the same next hop costs no route replace.
+type routeTable struct {
+	mu  sync.Mutex
+	via map[string]string
+}
+
+func newRouteTable() *routeTable { return &routeTable{via: map[string]string{}} }
 
 // changed lists the routes of want that table does not hold as they are,
 // and records them.
-func (table routeTable) changed(want []podRoute) []podRoute {
+func (table *routeTable) changed(want []podRoute) []podRoute {
+	table.mu.Lock()
+	defer table.mu.Unlock()
 	var out []podRoute
 	for _, r := range want {
 		dst, via := r.dst.String(), r.via.String()
-		if table[dst] != via {
+		if table.via[dst] != via {
 			out = append(out, r)
-			table[dst] = via
+			table.via[dst] = via
 		}
 	}
 	return out
+}
+
+// forget drops dst, so that it is installed again when next seen.
+func (table *routeTable) forget(dst string) {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	delete(table.via, dst)
 }
 
 // apply writes the CNI config when n is this node, else, when routes
 // come from the Nodes, installs the route to n's pods through n if it is
 // new or moved. Other sources watch this node's Node alone: another Node
 // is never a route there.
-func (nw Network) apply(n *corev1.Node, applied routeTable) {
+func (nw Network) apply(n *corev1.Node, applied *routeTable) {
 	if n.Name == nw.Self {
 		if len(n.Spec.PodCIDRs) > 0 {
+			if !nw.ownRangeAllowed(n.Spec.PodCIDRs[0]) {
+				klog.InfoS("k1m pod network: this node's pod range is outside the cluster range: no CNI config", "podCIDR", n.Spec.PodCIDRs[0], "clusterCIDR", nw.ClusterCIDR)
+				return
+			}
 			if err := nw.writeCNIConfig(n.Spec.PodCIDRs[0]); err != nil {
 				klog.ErrorS(err, "k1m pod network: writing the CNI config")
 			}
@@ -250,17 +264,19 @@ func (nw Network) apply(n *corev1.Node, applied routeTable) {
 	}
 }
 
+// ownRangeAllowed tells whether this node's pod range is inside
+// ClusterCIDR (when known): the IPAM allocates nothing else.
+func (nw Network) ownRangeAllowed(cidr string) bool {
+	p, err := netip.ParsePrefix(cidr)
+	return !nw.ClusterCIDR.IsValid() || (err == nil && nw.ClusterCIDR.Contains(p.Addr()) && p.Bits() >= nw.ClusterCIDR.Bits())
+}
+
 // install puts in the routes that are new or moved.
-func (nw Network) install(routes []podRoute, applied routeTable) {
-	replace := nw.replaceRoute
-	if replace == nil {
-		replace = netlink.RouteReplace
-	}
+func (nw Network) install(routes []podRoute, applied *routeTable) {
 	for _, r := range applied.changed(routes) {
-		route := &netlink.Route{Dst: r.dst, Gw: r.via}
-		if err := replace(route); err != nil {
+		if err := nw.kernelRoutes().replace(r); err != nil {
 			// Tried again at the next resync or change of the node.
-			delete(applied, r.dst.String())
+			applied.forget(r.dst.String())
 			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)
 		}
 	}

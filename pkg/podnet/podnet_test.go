@@ -121,7 +121,7 @@ func TestRouteTableGivesOnlyNewOrMovedRoutes(t *testing.T) {
 		return podRoute{dst: d, via: net.ParseIP(via)}
 	}
 	a, b := route("fddf:4035:b500:1::/64", "fddf:4035:b520::11"), route("fddf:4035:b500:2::/64", "fddf:4035:b520::12")
-	table := routeTable{}
+	table := newRouteTable()
 	steps := []struct {
 		want, changed []podRoute
 	}{

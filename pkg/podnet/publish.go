@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -13,7 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -40,33 +44,39 @@ func routeSelector(o *metav1.ListOptions) { o.LabelSelector = RouteLabel }
 const (
 	routePodCIDRs = "podCIDRs" // comma separated
 	routeVia      = "via"
+	// routeNodeUID binds the route to one Node: its next hop stays the
+	// address first published for that Node until the Node is deleted.
+	routeNodeUID = "nodeUID"
 )
-
-// routeData is what a node's route ConfigMap holds; nil when the node has
-// no pod range or IPv6 InternalIP yet.
-func routeData(n *corev1.Node) map[string]string {
-	ip := internalIPv6(n)
-	if ip == nil || len(n.Spec.PodCIDRs) == 0 {
-		return nil
-	}
-	return map[string]string{routePodCIDRs: strings.Join(n.Spec.PodCIDRs, ","), routeVia: ip.String()}
-}
 
 // publishResync is how often every node's route is checked again, so that
 // a route ConfigMap deleted or changed by hand is put right.
 const publishResync = 10 * time.Minute
 
+// Index names of the publisher's caches.
+const (
+	byPodCIDR    = "podCIDR"
+	byInternalIP = "internalIP"
+	byVia        = "via"
+)
+
 // PublishRoutes keeps RoutesNamespace in line with the Nodes until ctx
-// ends: one server does it (the caller elects it). It holds the Nodes
-// stripped to what a route needs.
-func PublishRoutes(ctx context.Context, client kubernetes.Interface) {
+// ends, publishing only what rules allow: one server does it (the caller
+// elects it). It holds the Nodes stripped to what a route needs, indexed
+// by pod range and address, and the route ConfigMaps indexed by range and
+// next hop, so that a check reads caches only: no request per join but the
+// route's own write (and the servers' addresses, at most every
+// serversEvery).
+func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules RouteRules) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
 	nodesFactory := informers.NewSharedInformerFactory(client, publishResync)
 	nodes := nodesFactory.Core().V1().Nodes()
 	_ = nodes.Informer().SetTransform(stripNode)
+	_ = nodes.Informer().AddIndexers(cache.Indexers{byPodCIDR: nodePodCIDRs, byInternalIP: nodeInternalIP})
 	routesFactory := informers.NewSharedInformerFactoryWithOptions(client, publishResync, informers.WithNamespace(RoutesNamespace), informers.WithTweakListOptions(routeSelector))
 	routes := routesFactory.Core().V1().ConfigMaps()
+	_ = routes.Informer().AddIndexers(cache.Indexers{byPodCIDR: routeCIDRs, byVia: routeNextHop})
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			_, name, _ := cache.SplitMetaNamespaceKey(key)
@@ -85,9 +95,12 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface) {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	p := publisher{client: client, nodes: nodes.Lister().Get, routes: func(name string) (*corev1.ConfigMap, error) {
-		return routes.Lister().ConfigMaps(RoutesNamespace).Get(name)
-	}}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	p := &publisher{client: client, rules: rules, servers: &cachedServers{lookup: rules.Servers, now: time.Now},
+		nodes: nodes.Informer().GetIndexer(), routes: routes.Informer().GetIndexer(),
+		events: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"})}
 	for {
 		name, quit := queue.Get()
 		if quit {
@@ -111,37 +124,211 @@ func stripNode(obj any) (any, error) {
 		return obj, nil
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, UID: n.UID},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion, UID: n.UID, CreationTimestamp: n.CreationTimestamp},
 		Spec:       corev1.NodeSpec{PodCIDRs: n.Spec.PodCIDRs},
 		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
 	}, nil
 }
 
-type publisher struct {
-	client kubernetes.Interface
-	nodes  func(name string) (*corev1.Node, error)
-	routes func(name string) (*corev1.ConfigMap, error)
+func nodePodCIDRs(obj any) ([]string, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, c := range n.Spec.PodCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked().String())
+		}
+	}
+	return out, nil
 }
 
-// sync makes node name's route ConfigMap what its Node says: created,
-// updated, or deleted with the Node; nothing written when it already is.
-func (p publisher) sync(ctx context.Context, name string) error {
-	cms := p.client.CoreV1().ConfigMaps(RoutesNamespace)
+func nodeInternalIP(obj any) ([]string, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		if addr, ok := internalAddr(n); ok {
+			return []string{addr.String()}, nil
+		}
+	}
+	return nil, nil
+}
+
+func routeCIDRs(obj any) ([]string, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, c := range strings.Split(cm.Data[routePodCIDRs], ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			out = append(out, p.Masked().String())
+		}
+	}
+	return out, nil
+}
+
+func routeNextHop(obj any) ([]string, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		if addr, err := netip.ParseAddr(cm.Data[routeVia]); err == nil {
+			return []string{addr.Unmap().String()}, nil
+		}
+	}
+	return nil, nil
+}
+
+type publisher struct {
+	client  kubernetes.Interface
+	rules   RouteRules
+	servers *cachedServers
+	nodes   cache.Indexer // stripped Nodes
+	routes  cache.Indexer // route ConfigMaps
+	events  record.EventRecorder
+	// refused is the last refusal raised for each node, so that a resync
+	// or a heartbeat does not raise it again: one Event per refusal.
+	refused map[string]string
+}
+
+func (p *publisher) node(name string) (*corev1.Node, bool) {
+	obj, ok, err := p.nodes.GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	n, ok := obj.(*corev1.Node)
+	return n, ok
+}
+
+func (p *publisher) route(name string) (*corev1.ConfigMap, bool) {
+	obj, ok, err := p.routes.GetByKey(RoutesNamespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	return cm, ok
+}
+
+// sync makes node name's route ConfigMap what its Node may have: created,
+// updated, or deleted with the Node or when what it holds is refused;
+// nothing written when it already is.
+func (p *publisher) sync(ctx context.Context, name string) error {
+	have, _ := p.route(name)
 	var want map[string]string
-	n, err := p.nodes(name)
-	switch {
-	case err == nil:
-		want = routeData(n)
-	case !apierrors.IsNotFound(err):
-		return err
+	if n, ok := p.node(name); ok {
+		var why *refusal
+		var err error
+		want, why, err = p.routeFor(ctx, n, have)
+		if err != nil {
+			return err
+		}
+		p.report(n, why)
+	} else {
+		delete(p.refused, name)
 	}
-	have, err := p.routes(name)
-	switch {
-	case apierrors.IsNotFound(err):
-		have = nil
-	case err != nil:
-		return err
+	return p.write(ctx, name, have, want)
+}
+
+// routeFor is the route n may have (nil: none), and what of n is
+// refused. have is n's published route, whose next hop n keeps.
+func (p *publisher) routeFor(ctx context.Context, n *corev1.Node, have *corev1.ConfigMap) (map[string]string, *refusal, error) {
+	servers, err := p.servers.get(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
+	podRange, why := p.rules.podRange(n, servers, p)
+	if why != nil || !podRange.IsValid() {
+		return nil, why, nil
+	}
+	addr, ok := internalAddr(n)
+	if bound, isBound := boundVia(n, have); isBound {
+		if ok && addr != bound {
+			why = &refusal{fieldInternalIP, fmt.Sprintf("%s differs from %s, the address node %s was first routed through: its route stays via %s (delete the Node of a node that really moved; it registers again)", addr, bound, n.Name, bound)}
+		}
+		return routeData(n, podRange, bound), why, nil
+	}
+	if !ok {
+		return nil, nil, nil // no IPv6 address reported yet
+	}
+	if why := p.rules.nextHop(n, addr, servers, p); why != nil {
+		return nil, why, nil
+	}
+	return routeData(n, podRange, addr), nil, nil
+}
+
+// boundVia is the next hop have binds n to: the one published for this
+// very Node (its UID), whose later status does not move it.
+func boundVia(n *corev1.Node, have *corev1.ConfigMap) (netip.Addr, bool) {
+	if have == nil || have.Data[routeNodeUID] == "" || have.Data[routeNodeUID] != string(n.UID) {
+		return netip.Addr{}, false
+	}
+	addr, err := netip.ParseAddr(have.Data[routeVia])
+	return addr.Unmap(), err == nil
+}
+
+func routeData(n *corev1.Node, podRange netip.Prefix, via netip.Addr) map[string]string {
+	return map[string]string{routePodCIDRs: podRange.String(), routeVia: via.String(), routeNodeUID: string(n.UID)}
+}
+
+// rangeOwner names another node whose published route holds prefix, or
+// whose Node claims it and was created before n.
+func (p *publisher) rangeOwner(n *corev1.Node, prefix string) string {
+	return p.owner(n, byPodCIDR, byPodCIDR, prefix)
+}
+
+// viaOwner names another node routed through addr, or whose Node claims
+// it and was created before n.
+func (p *publisher) viaOwner(n *corev1.Node, addr string) string {
+	return p.owner(n, byVia, byInternalIP, addr)
+}
+
+func (p *publisher) owner(n *corev1.Node, routeIndex, nodeIndex, key string) string {
+	cms, _ := p.routes.ByIndex(routeIndex, key)
+	for _, obj := range cms {
+		cm := obj.(*corev1.ConfigMap)
+		if other, ok := p.node(cm.Name); ok && cm.Name != n.Name && cm.Data[routeNodeUID] == string(other.UID) {
+			return cm.Name
+		}
+	}
+	others, _ := p.nodes.ByIndex(nodeIndex, key)
+	for _, obj := range others {
+		if other := obj.(*corev1.Node); other.Name != n.Name && createdBefore(other, n) {
+			return other.Name
+		}
+	}
+	return ""
+}
+
+func createdBefore(a, b *corev1.Node) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// report logs a refusal and raises it as an Event on the Node, once for
+// each new refusal; an accepted node is forgotten.
+func (p *publisher) report(n *corev1.Node, why *refusal) {
+	if why == nil {
+		delete(p.refused, n.Name)
+		return
+	}
+	if p.refused[n.Name] == why.String() {
+		return
+	}
+	if p.refused == nil {
+		p.refused = map[string]string{}
+	}
+	p.refused[n.Name] = why.String()
+	klog.InfoS("pod route refused", "node", n.Name, "field", why.field, "why", why.why)
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}
+	p.events.Eventf(ref, corev1.EventTypeWarning, ReasonRouteRefused, "%s of node %s is not routed: %s", why.field, n.Name, why.why)
+}
+
+// ReasonRouteRefused is the reason of the Event a refused route raises.
+const ReasonRouteRefused = "K1mPodRouteRefused"
+
+// write makes the ConfigMap hold want (nil: no ConfigMap).
+func (p *publisher) write(ctx context.Context, name string, have *corev1.ConfigMap, want map[string]string) error {
+	cms := p.client.CoreV1().ConfigMaps(RoutesNamespace)
+	var err error
 	switch {
 	case want == nil && have == nil:
 		return nil
