@@ -12,6 +12,12 @@ import (
 	"k1m.dev/k1m/pkg/pki"
 )
 
+// OwnCredentials tells whether the node can start on its own client
+// certificate, and when it expires; see ownCredentials.
+func OwnCredentials(p config.AgentPaths, now time.Time) (expires time.Time, why error) {
+	return ownCredentials(p, now)
+}
+
 // ownCredentials tells whether the node can start on the client
 // certificate it got at its join (kept and rotated by the kubelet): it
 // must exist, chain to the cluster CA kept at the join, and be valid for

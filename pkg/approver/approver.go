@@ -3,16 +3,26 @@
 //
 //   - a kubelet client certificate asked for with a join token (the
 //     bootstrap group). A token holder may name any node that does not
-//     exist yet; a name that is already a Node, or that a certificate was
-//     already issued for to another key, is refused. So a join token can
-//     add nodes but never take one over. (Renewals by a node of its own
-//     certificate, with its own credentials, stay with the controller
-//     manager's selfnodeclient approval.)
+//     exist yet and is no server's: a name that is already a Node, that a
+//     certificate was already issued for to another key, or that is a
+//     server's node name (present, removed, or the approving server's
+//     own: servernames.go) is refused. So a join token can add nodes but
+//     never take one over, nor become a server's node. (Renewals by a
+//     node of its own certificate, with its own credentials, stay with
+//     the controller manager's selfnodeclient approval.)
 //   - a kubelet serving certificate, asked for by a node with its own
-//     credentials, for names and addresses its Node object holds and that
-//     are not the control plane's (ControlPlane). With it kube-apiserver
+//     credentials, for names and addresses that are the node's alone: in
+//     its Node's status, no other Node's name, listed by no Node created
+//     before it (the first owner of an address keeps it: nodes.go), and
+//     not the control plane's (ControlPlane: the servers, the service and
+//     pod ranges, the node network's gateway). With it kube-apiserver
 //     verifies kubelets (--kubelet-certificate-authority, the kubelet
 //     serving CA, which nothing else trusts).
+//
+// Everything a decision reads but the CSR itself comes from informer
+// caches (the CSRs, the Nodes, the servers' names), started by Run: a
+// decision adds no API request but the approval; the Node GET of a join
+// stays, the authoritative answer to "does this node exist".
 package approver
 
 import (
@@ -41,6 +51,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/certificates"
 
 	"k1m.dev/k1m/pkg/elect"
+	"k1m.dev/k1m/pkg/podnet"
 )
 
 // Reasons written on the CSR's condition.
@@ -60,10 +71,17 @@ type Approver struct {
 	BootstrapGroup string
 	// ControlPlane is refused in serving certificates.
 	ControlPlane ControlPlane
+	// Self is the approving server's node name, refused to join tokens
+	// (a lone server does not publish it).
+	Self string
 
 	// csrs indexes the CSRs by the node name of approved kubelet client
 	// requests (the informer's cache: no list per request).
 	csrs cache.Indexer
+	// nodes holds every Node, stripped, indexed by IP and DNS name
+	// (nodes.go); servers the server names' ConfigMap (servernames.go);
+	// routes the pod routes, indexed by the address each binds (nodes.go).
+	nodes, servers, routes cache.Indexer
 	// names serializes join decisions and remembers the key each node
 	// name was approved for here, which the cache may not show yet.
 	names struct {
@@ -105,33 +123,22 @@ func (a *Approver) RunElected(ctx context.Context, identity string) {
 	elect.Run(ctx, a.Client, Election, identity, a.Run)
 }
 
-// Run decides CSRs until ctx ends, Workers at a time, from the informer's
-// cache of CSRs; join decisions are serialized (names) so that two
-// requests racing for one node name cannot both pass.
+// Run decides CSRs until ctx ends, Workers at a time, from the informers'
+// caches; join decisions are serialized (names) so that two requests
+// racing for one node name cannot both pass.
 func (a *Approver) Run(ctx context.Context) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
-	factory := informers.NewSharedInformerFactory(a.Client, 10*time.Minute)
-	informer := factory.Certificates().V1().CertificateSigningRequests().Informer()
-	if err := informer.AddIndexers(cache.Indexers{approvedClientName: indexApprovedClientName}); err != nil {
-		klog.ErrorS(err, "indexing CSRs")
+	serversChanged := make(chan struct{}, 1)
+	synced, err := a.startCaches(ctx, queue, serversChanged)
+	if err != nil {
+		klog.ErrorS(err, "starting the approver's caches")
 		return
 	}
-	a.csrs = informer.GetIndexer()
-	enqueue := func(obj any) {
-		csr, ok := obj.(*certv1.CertificateSigningRequest)
-		switch {
-		case ok && pending(csr):
-			queue.Add(csr.Name)
-		case ok:
-			a.forgetShown(csr)
-		}
-	}
-	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }})
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
+	go a.keepRecordingServerNames(ctx, serversChanged)
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
@@ -146,6 +153,56 @@ func (a *Approver) Run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// startCaches starts the informers of the CSRs (pending ones queued), of
+// the Nodes and of the servers' names (serversChanged told of each
+// change), and returns what tells they have synced.
+func (a *Approver) startCaches(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], serversChanged chan<- struct{}) ([]cache.InformerSynced, error) {
+	factory := informers.NewSharedInformerFactory(a.Client, 10*time.Minute)
+	csrs := factory.Certificates().V1().CertificateSigningRequests().Informer()
+	if err := csrs.AddIndexers(cache.Indexers{approvedClientName: indexApprovedClientName}); err != nil {
+		return nil, fmt.Errorf("indexing CSRs: %w", err)
+	}
+	nodes := factory.Core().V1().Nodes().Informer()
+	if err := nodes.SetTransform(stripNode); err != nil {
+		return nil, err
+	}
+	if err := nodes.AddIndexers(nodeIndexers); err != nil {
+		return nil, fmt.Errorf("indexing Nodes: %w", err)
+	}
+	serverFactory := informers.NewSharedInformerFactoryWithOptions(a.Client, 10*time.Minute,
+		informers.WithNamespace(metav1.NamespaceSystem), informers.WithTweakListOptions(serverBootstrapSelector))
+	servers := serverFactory.Core().V1().ConfigMaps().Informer()
+	if err := servers.SetTransform(stripServerBootstrap); err != nil {
+		return nil, err
+	}
+	routeFactory := informers.NewSharedInformerFactoryWithOptions(a.Client, 10*time.Minute,
+		informers.WithNamespace(podnet.RoutesNamespace), informers.WithTweakListOptions(podnet.RouteSelector))
+	routes := routeFactory.Core().V1().ConfigMaps().Informer()
+	if err := routes.AddIndexers(routeIndexers); err != nil {
+		return nil, fmt.Errorf("indexing the pod routes: %w", err)
+	}
+	a.csrs, a.nodes, a.servers, a.routes = csrs.GetIndexer(), nodes.GetIndexer(), servers.GetIndexer(), routes.GetIndexer()
+	enqueue := func(obj any) {
+		csr, ok := obj.(*certv1.CertificateSigningRequest)
+		switch {
+		case ok && pending(csr):
+			queue.Add(csr.Name)
+		case ok:
+			a.forgetShown(csr)
+		}
+	}
+	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+		return nil, err
+	}
+	if _, err := servers.AddEventHandler(signal(serversChanged)); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	serverFactory.Start(ctx.Done())
+	routeFactory.Start(ctx.Done())
+	return []cache.InformerSynced{csrs.HasSynced, nodes.HasSynced, servers.HasSynced, routes.HasSynced}, nil
 }
 
 // next decides one queued CSR; false once the queue is shut down.
@@ -297,6 +354,14 @@ func (a *Approver) decideJoin(ctx context.Context, csr *certv1.CertificateSignin
 	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
 		return deny(ReasonInvalidRequest, "node name %q is not a lower-case DNS-1123 subdomain: %s", node, strings.Join(errs, "; ")), nil
 	}
+	// Before the Node: a removed server's Node is gone, and a server's
+	// node may not be registered yet.
+	switch server, err := a.serverNameOf(node); {
+	case err != nil:
+		return nil, err
+	case server != "":
+		return deny(ReasonServerName, "node name %s is the name of server %s (%s): a join token cannot take a server's name; a server's own node joins with the server's credentials; choose another --node-name", node, node, server), nil
+	}
 	_, err := a.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -341,33 +406,55 @@ func (a *Approver) decideServing(ctx context.Context, csr *certv1.CertificateSig
 		return deny(ReasonNotOwnNode, "%s asked for a serving certificate of %s: a node may ask only for its own", csr.Spec.Username, req.Subject.CommonName), nil
 	}
 	name := strings.TrimPrefix(req.Subject.CommonName, "system:node:")
-	node, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, errNotYet{"node " + name + " is not registered yet"}
-	}
+	node, err := a.registeredNode(name)
 	if err != nil {
 		return nil, err
-	}
-	ips, dns := nodeAddresses(node)
-	if len(ips) == 0 {
-		return nil, errNotYet{"node " + name + " has no address yet"}
 	}
 	// Before the node's own addresses: a node can put any address in its
 	// status.
 	if v, err := a.ControlPlane.refuse(ctx, name, req.IPAddresses, req.DNSNames); v != nil || err != nil {
 		return v, err
 	}
-	for _, ip := range req.IPAddresses {
-		if !ips.Has(ip.String()) {
-			return deny(ReasonNotOwnAddress, "IP %s is not an address of node %s (it has %s)", ip, name, strings.Join(sets.List(ips), ", ")), nil
-		}
+	if v := notInStatus(node, req.IPAddresses, req.DNSNames); v != nil {
+		return v, nil
 	}
-	for _, d := range req.DNSNames {
-		if !dns.Has(d) {
-			return deny(ReasonNotOwnAddress, "DNS name %s is not a name of node %s (it has %s)", d, name, strings.Join(sets.List(dns), ", ")), nil
-		}
+	// In its status, but maybe copied from another node's.
+	if v, err := a.refuseOthers(node, req.IPAddresses, req.DNSNames); v != nil || err != nil {
+		return v, err
 	}
 	return &verdict{approve: true, reason: ReasonApproved, message: "serving certificate for node " + name + "'s own addresses"}, nil
+}
+
+// registeredNode is the named Node from the cache, once it has an
+// address; before, errNotYet.
+func (a *Approver) registeredNode(name string) (*corev1.Node, error) {
+	node, err := a.cachedNode(name)
+	switch {
+	case err != nil:
+		return nil, err
+	case node == nil:
+		return nil, errNotYet{"node " + name + " is not registered yet (or not in the approver's cache yet)"}
+	}
+	if ips, _ := nodeAddresses(node); len(ips) == 0 {
+		return nil, errNotYet{"node " + name + " has no address yet"}
+	}
+	return node, nil
+}
+
+// notInStatus denies IPs and DNS names the node's status does not list.
+func notInStatus(node *corev1.Node, ips []net.IP, dnsNames []string) *verdict {
+	own, ownNames := nodeAddresses(node)
+	for _, ip := range ips {
+		if !own.Has(ip.String()) {
+			return deny(ReasonNotOwnAddress, "IP %s is not an address of node %s (it has %s)", ip, node.Name, strings.Join(sets.List(own), ", "))
+		}
+	}
+	for _, d := range dnsNames {
+		if !ownNames.Has(d) {
+			return deny(ReasonNotOwnAddress, "DNS name %s is not a name of node %s (it has %s)", d, node.Name, strings.Join(sets.List(ownNames), ", "))
+		}
+	}
+	return nil
 }
 
 // nodeAddresses are the IPs and DNS names a node's serving certificate
@@ -450,9 +537,8 @@ func publicKey(r *x509.CertificateRequest) []byte {
 
 // ReleaseNodeName deletes the kubelet client certificate requests that
 // name node (system:node:NODE): for an hour after its approval such a
-// request binds the name to its key, and a machine joining again under
-// the name with a new key (a server removed and rejoined with an empty
-// data directory) is refused until it is gone. For k1m server remove, an
+// request binds the name to its key. (A join token is refused a server's
+// name anyway, removed or not: servernames.go.) For k1m server remove, an
 // operator's act: one List of the kubelet client requests (at most an
 // hour's joins and renewals) per removal, nothing per node.
 func ReleaseNodeName(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {

@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"k1m.dev/k1m/pkg/podnet"
 )
 
 const group = "system:bootstrappers:k1m:default-node-token"
@@ -91,7 +93,7 @@ func node(name string, addrs ...corev1.NodeAddress) *corev1.Node {
 func decided(t *testing.T, objects []runtime.Object, want string) (*certv1.CertificateSigningRequestCondition, error) {
 	t.Helper()
 	client := fake.NewSimpleClientset(objects...)
-	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane}, objects...)
+	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane, Self: testSelf}, objects...)
 	before, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
 	err := a.Sync(context.Background(), want)
 	after, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), want, metav1.GetOptions{})
@@ -200,7 +202,9 @@ func TestServingCertificateOnlyForTheNodesOwnAddresses(t *testing.T) {
 // its node) and one known only from the kubernetes Service's endpoints.
 var testControlPlane = ControlPlane{
 	ServiceCIDR:   netip.MustParsePrefix("fddf:4035:b510::/108"),
+	ClusterCIDR:   netip.MustParsePrefix("fddf:4035:b500::/44"),
 	ClusterDomain: "cluster.local",
+	Gateways:      []netip.Addr{netip.MustParseAddr("fddf:4035:b520::fffe")},
 	Servers: func(context.Context) (map[string][]netip.Addr, error) {
 		return map[string][]netip.Addr{"server-1": {netip.MustParseAddr("fddf:4035:b520::1")}, "": {netip.MustParseAddr("fddf:4035:b520::2")}}, nil
 	},
@@ -213,7 +217,7 @@ var testControlPlane = ControlPlane{
 // its server's address and name.
 func TestServingCertificateNeverForTheControlPlane(t *testing.T) {
 	own := net.ParseIP("fddf:4035:b520::11")
-	claimed := []string{"fddf:4035:b510::1", "::1", "127.0.0.1", "fe80::1", "fddf:4035:b520::1", "fddf:4035:b520::2"}
+	claimed := []string{"fddf:4035:b510::1", "::1", "127.0.0.1", "fe80::1", "fddf:4035:b520::1", "fddf:4035:b520::2", "fddf:4035:b500:1::5", "fddf:4035:b520::fffe"}
 	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: own.String()}, {Type: corev1.NodeHostName, Address: "agent-1"}}
 	for _, ip := range claimed {
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
@@ -236,6 +240,10 @@ func TestServingCertificateNeverForTheControlPlane(t *testing.T) {
 		{"link-local", []net.IP{net.ParseIP("fe80::1")}, nil, "IP fe80::1 is a loopback, link-local, multicast or unspecified address" + tail + "addresses"},
 		{"a published server's address", []net.IP{net.ParseIP("fddf:4035:b520::1")}, nil, "IP fddf:4035:b520::1 is an address of server server-1" + tail + "addresses"},
 		{"an API server endpoint", []net.IP{net.ParseIP("fddf:4035:b520::2")}, nil, "IP fddf:4035:b520::2 is an address of kube-apiserver" + tail + "addresses"},
+		{"a pod's address", []net.IP{own, net.ParseIP("fddf:4035:b500:1::5")}, nil,
+			"IP fddf:4035:b500:1::5 is in the cluster CIDR fddf:4035:b500::/44 (the pods' ranges)" + tail + "addresses"},
+		{"the gateway", []net.IP{own, net.ParseIP("fddf:4035:b520::fffe")}, nil,
+			"IP fddf:4035:b520::fffe is the node network's gateway (a default route's gateway of the server)" + tail + "addresses"},
 		{"kubernetes.default.svc", []net.IP{own}, []string{"kubernetes.default.svc"},
 			"DNS name kubernetes.default.svc is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
 		{"kubernetes", []net.IP{own}, []string{"kubernetes"}, "DNS name kubernetes is a Service name (kube-apiserver's certificate names kubernetes.default.svc)" + tail + "names"},
@@ -286,12 +294,27 @@ func TestServersOf(t *testing.T) {
 	}
 }
 
-// withCache gives a the CSR cache Run would fill from the informer.
+// withCache gives a the caches Run would fill from the informers: the
+// CSRs, the Nodes and the servers' names, transformed as Run's are.
 func withCache(a *Approver, objects ...runtime.Object) *Approver {
 	a.csrs = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{approvedClientName: indexApprovedClientName})
+	a.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, nodeIndexers)
+	a.servers = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	a.routes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, routeIndexers)
 	for _, o := range objects {
-		if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
-			a.csrs.Add(csr)
+		switch o := o.(type) {
+		case *certv1.CertificateSigningRequest:
+			a.csrs.Add(o)
+		case *corev1.Node:
+			stripped, _ := stripNode(o)
+			a.nodes.Add(stripped)
+		case *corev1.ConfigMap:
+			if o.Namespace == podnet.RoutesNamespace {
+				a.routes.Add(o)
+				continue
+			}
+			stripped, _ := stripServerBootstrap(o)
+			a.servers.Add(stripped)
 		}
 	}
 	return a
@@ -403,7 +426,8 @@ func TestRememberedApprovalForgottenWhenShown(t *testing.T) {
 }
 
 // A removed server's name is released: its node's client certificate
-// requests go, and nothing else; a join under the name is then approved.
+// requests go, and nothing else. A join token still cannot take the name:
+// the approver's record keeps it (servernames.go).
 func TestReleaseNodeName(t *testing.T) {
 	servingReq := serving("csr-serving", "k1m-server-2", nil, []string{"k1m-server-2"})
 	servingReq.key = newKey(t)
@@ -430,8 +454,9 @@ func TestReleaseNodeName(t *testing.T) {
 		t.Errorf("left %v, want %v", names, want)
 	}
 	rejoin := joinRequest("csr-rejoin", "k1m-server-2", newKey(t)).csr(t)
-	cond, err := decided(t, []runtime.Object{rejoin, &left.Items[0], &left.Items[1]}, "csr-rejoin")
-	if err != nil || cond == nil || cond.Type != certv1.CertificateApproved {
-		t.Errorf("a join under the released name: %+v, %v; want approved", cond, err)
+	removed := serverBootstrap(map[string]string{serverNamesKey: `["k1m-server-2"]`})
+	cond, err := decided(t, []runtime.Object{rejoin, &left.Items[0], &left.Items[1], removed}, "csr-rejoin")
+	if err != nil || cond == nil || cond.Type != certv1.CertificateDenied || cond.Reason != ReasonServerName {
+		t.Errorf("a join token under the released name: %+v, %v; want denied, %s", cond, err, ReasonServerName)
 	}
 }

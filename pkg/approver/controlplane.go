@@ -23,14 +23,22 @@ const ReasonControlPlane = "ControlPlaneAddress"
 // ControlPlane is what no node's serving certificate may name, whatever
 // its Node status says (a node writes its own status): loopback and other
 // non-unicast addresses, the service range (the kubernetes Service and
-// every ClusterIP), any server's address but a server's own node's, the
+// every ClusterIP), the pod ranges (every pod's address), the node
+// network's gateway, any server's address but a server's own node's, the
 // API server's names and every in-cluster Service name, and the node
 // names of the other servers (kube-apiserver's certificate names them).
 // Kubelet serving certificates come from a CA of their own, which pods and
 // agents do not trust; this is the second line.
 type ControlPlane struct {
-	ServiceCIDR   netip.Prefix
+	ServiceCIDR netip.Prefix
+	// ClusterCIDR is the pods' range (--cluster-cidr), cut into the
+	// nodes' ranges.
+	ClusterCIDR   netip.Prefix
 	ClusterDomain string
+	// Gateways are the gateways of the approving server's default IPv6
+	// routes: the router of the node network, which the nodes send
+	// everything through (none when they could not be read).
+	Gateways []netip.Addr
 	// Servers lists the servers' addresses by their node names; addresses
 	// of an API server whose node is not known are under "".
 	Servers func(ctx context.Context) (map[string][]netip.Addr, error)
@@ -70,6 +78,10 @@ func (cp ControlPlane) refuseIP(node string, ip net.IP, servers map[string][]net
 		return "is a loopback, link-local, multicast or unspecified address"
 	case cp.ServiceCIDR.IsValid() && cp.ServiceCIDR.Contains(addr):
 		return fmt.Sprintf("is in the service range %s (the kubernetes Service and every ClusterIP)", cp.ServiceCIDR)
+	case cp.ClusterCIDR.IsValid() && cp.ClusterCIDR.Contains(addr):
+		return fmt.Sprintf("is in the cluster CIDR %s (the pods' ranges)", cp.ClusterCIDR)
+	case slices.Contains(cp.Gateways, addr):
+		return "is the node network's gateway (a default route's gateway of the server)"
 	}
 	for server, addrs := range servers {
 		if server != node && slices.Contains(addrs, addr) {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -39,6 +40,22 @@ const RouteLabel = "k1m.dev/pod-route"
 
 // routeSelector lists the route ConfigMaps only.
 func routeSelector(o *metav1.ListOptions) { o.LabelSelector = RouteLabel }
+
+// RouteSelector lists the route ConfigMaps only (for other watchers of
+// RoutesNamespace).
+func RouteSelector(o *metav1.ListOptions) { routeSelector(o) }
+
+// BoundAddress reads a route ConfigMap: the address its node is routed
+// through and the UID of the Node that address is bound to (the publisher
+// bound it at the node's join); ok is false for a ConfigMap that binds no
+// address (written by a release that did not bind).
+func BoundAddress(cm *corev1.ConfigMap) (addr netip.Addr, node types.UID, ok bool) {
+	addr, err := netip.ParseAddr(cm.Data[routeVia])
+	if err != nil || cm.Data[routeNodeUID] == "" {
+		return netip.Addr{}, "", false
+	}
+	return addr.Unmap(), types.UID(cm.Data[routeNodeUID]), true
+}
 
 // Keys of a route ConfigMap.
 const (

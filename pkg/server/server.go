@@ -197,7 +197,8 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	if cfg.Routes == constants.PodRoutesProvider {
 		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", cfg.Routes)
 	} else {
-		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client) })
+		rules := s.routeRules(client)
+		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules) })
 	}
 	// CoreDNS's replicas follow the node count (pkg/dnsscale).
 	if per := cfg.DNSNodesPerReplica; per > 0 {
@@ -217,7 +218,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	}
 	agentDone := make(chan error, 1)
 	if !cfg.DisableAgent {
-		go func() { agentDone <- s.runAgent(ctx, token.JoinToken()) }()
+		go func() { agentDone <- s.runAgent(ctx, c) }()
 	}
 	var failed error
 	select {
@@ -284,7 +285,7 @@ func (s *Server) startApprover(ctx context.Context, admin kubernetes.Interface) 
 	if err != nil {
 		return err
 	}
-	a := &approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(admin)}
+	a := &approver.Approver{Client: client, BootstrapGroup: join.BootstrapGroup, ControlPlane: s.controlPlane(admin), Self: s.nodeName}
 	s.runElected(ctx, client, approver.Election, a.Run)
 	return nil
 }
@@ -313,7 +314,9 @@ func (s *Server) controlPlane(client kubernetes.Interface) approver.ControlPlane
 		}
 	}
 	serviceCIDR, _ := netip.ParsePrefix(s.cfg.ServiceCIDR) // checked by Complete
-	return approver.ControlPlane{ServiceCIDR: serviceCIDR, ClusterDomain: s.cfg.ClusterDomain, Servers: approver.ServersOf(client, s.nodeName, own)}
+	clusterCIDR, _ := netip.ParsePrefix(s.cfg.ClusterCIDR) // checked by Complete
+	return approver.ControlPlane{ServiceCIDR: serviceCIDR, ClusterCIDR: clusterCIDR, ClusterDomain: s.cfg.ClusterDomain, Gateways: nodeGateways(),
+		Servers: approver.ServersOf(client, s.nodeName, own)}
 }
 
 func (s *Server) step(format string, args ...any) {
@@ -504,11 +507,11 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 			return err
 		}
 	}
-	spread, err := s.phaseLeaseChange(ctx, client, published)
+	change, err := s.phaseLeaseChange(ctx, client, published)
 	if err != nil {
 		return err
 	}
-	settings.RestartSpread = spread
+	settings.RestartSpread, settings.SlowestInFlight = change.spread, change.slowestInFlight
 	if err := s.checkRelease(join.ServerVersions(published)); err != nil {
 		return err
 	}
@@ -601,13 +604,14 @@ func (s *Server) writeSchedulerConfig(path, kubeconfigPath string) ([]componenta
 	return flags, schedulerconfig.Write(path, c)
 }
 
-// runAgent runs this machine's node agent, joined over loopback.
-func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
+// runAgent runs this machine's node agent over loopback, on the client
+// certificate the server gives it (ownNodeCredentials), never a join token.
+func (s *Server) runAgent(ctx context.Context, c *certs) error {
 	a := config.DefaultAgent()
 	a.DataDir = filepath.Join(s.cfg.DataDir, "agent")
 	a.RunDir = filepath.Join("/run/k1m", s.nodeName)
 	a.Server = apiURL("::1", s.cfg.HTTPSPort)
-	a.Token = token.String()
+	a.Token = "" // the node starts on the credentials ownNodeCredentials writes
 	a.NodeName = s.nodeName
 	a.NodeIP = s.nodeIP
 	a.ImagesDir = s.cfg.ImagesDir
@@ -618,6 +622,9 @@ func (s *Server) runAgent(ctx context.Context, token pki.Token) error {
 	a.KubeReservedMemory = s.memory.Limit
 	completed, err := a.Complete()
 	if err != nil {
+		return err
+	}
+	if err := s.ownNodeCredentials(c, completed); err != nil {
 		return err
 	}
 	return agent.Run(ctx, completed, s.out)

@@ -93,6 +93,7 @@ func testSecurity(ctx context.Context, t *testing.T, c *cluster) {
 	t.Run("ListenersMatchDocsSecurity", func(t *testing.T) { testListeners(t, c) })
 	t.Run("SecretsEncryptedAtRestAndAudited", func(t *testing.T) { testSecretsAtRest(ctx, t, c) })
 	t.Run("PassThroughFlags", func(t *testing.T) { testPassThrough(ctx, t, c) })
+	t.Run("NodeProvesAndRoutesOnlyItself", func(t *testing.T) { testNodeIdentity(ctx, t, c) })
 }
 
 // bootstrapClient is what a join token holder can do with the API.
