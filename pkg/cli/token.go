@@ -160,8 +160,16 @@ func (o *tokenOptions) forgetServerToken(out io.Writer, id string) {
 func (o *tokenOptions) rotateCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rotate",
-		Short: "Replace the server's join token (DATA-DIR/token) and, on a server of several, the server token (DATA-DIR/server-token): the new ones join, the old ones open and join nothing, on every server; joined nodes are not disturbed",
-		Args:  cobra.NoArgs,
+		Short: "Replace the server's join token (DATA-DIR/token) and, on a server of several, the server token (DATA-DIR/server-token): the old ones join nothing and the old server token no longer opens the bundle the cluster stores; joined nodes are not disturbed",
+		Long: "Replace the server's join token (DATA-DIR/token) and, on a server of several, the server token\n" +
+			"(DATA-DIR/server-token), on every server; joined nodes are not disturbed.\n\n" +
+			"The old tokens join nothing from then on, and the old server token no longer opens the bundle\n" +
+			"of CA keys the cluster stores (kube-system/k1m-server-bootstrap): the same keys are sealed again\n" +
+			"under a new random seal. It cannot retire a copy of that bundle made before (the ConfigMap as\n" +
+			"read then, an etcd snapshot taken before): the old server token still opens it, and it holds\n" +
+			"the same CA keys, which k1m never rotates. After a server token leaked, treat the CA keys as\n" +
+			"exposed: only a new cluster (new CAs, every node joined to it) retires them.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, caPEM, err := o.client()
 			if err != nil {
@@ -174,9 +182,12 @@ func (o *tokenOptions) rotateCommand() *cobra.Command {
 
 // rotate creates the new join token first; on a server of several it then
 // seals the shared files with a new seal and publishes them in place of
-// every other bundle (the old server token opens nothing from that write
-// on), writes both files, and only then deletes the old join tokens: a
-// failure half-way leaves working tokens in DATA-DIR.
+// every other bundle (from that write on, the old server token opens no
+// bundle the cluster stores), writes both files, and only then deletes the
+// old join tokens: a failure half-way leaves working tokens in DATA-DIR.
+// The shared files are the same CA keys under the new seal, so a copy of
+// the bundle made before still opens with the old seal: the message says
+// so, for the operator to treat those keys as exposed.
 func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, dataDir string, out io.Writer) error {
 	token, err := newToken(caPEM)
 	if err != nil {
@@ -192,7 +203,8 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, data
 		if err := fsutil.WriteFile(server.ServerTokenFile(dataDir), []byte(token.String()+"\n"), 0o600); err != nil {
 			return fmt.Errorf("the cluster's shared files are sealed with a new seal, but writing it failed (%w): run k1m token rotate again", err)
 		}
-		fmt.Fprintf(out, "new server token written to %s: the old one opens nothing now; the other servers forget theirs within a minute\n", server.ServerTokenFile(dataDir))
+		fmt.Fprintf(out, "new server token written to %s: the old one joins nothing and no longer opens the bundle the cluster stores; the other servers forget theirs within a minute\n", server.ServerTokenFile(dataDir))
+		fmt.Fprintln(out, oldCopiesStillOpen)
 	}
 	path := server.TokenFile(dataDir)
 	if err := fsutil.WriteFile(path, []byte(token.JoinToken().String()+"\n"), 0o600); err != nil {
@@ -216,8 +228,14 @@ func rotate(ctx context.Context, client kubernetes.Interface, caPEM []byte, data
 	return nil
 }
 
+// oldCopiesStillOpen is what rotate cannot retire: the CA keys are
+// unchanged, and the old seal opens every copy of the bundle made before.
+const oldCopiesStillOpen = "the CA keys are unchanged (k1m does not rotate CAs): a copy of kube-system/" + join.ServerBootstrapName + " made before this rotation (the ConfigMap as read then, an etcd snapshot taken before) still opens with the old server token; if it leaked, treat the CA keys as exposed: only a new cluster retires them"
+
 // resealBundle seals this server's shared files with a new seal and makes
-// them the cluster's one bundle.
+// them the cluster's one bundle. The bundle's AES-256-GCM key is hashed
+// from the seal (256 random bits, pki.NewSeal), so the new seal is a new
+// key; the files it seals are the ones the old seal opened.
 func resealBundle(ctx context.Context, client kubernetes.Interface, dataDir string) (string, error) {
 	tlsDir := server.TLSDir(dataDir)
 	// The bundle says whether the cluster encrypts Secrets, which a

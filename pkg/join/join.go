@@ -38,6 +38,14 @@ type Settings struct {
 	// profile are spread over: each waits a random part of it (0: none;
 	// absent in the data of earlier releases).
 	RestartSpread time.Duration
+	// SlowestInFlight is the slowest renew interval a node could still run
+	// with when the last lease profile change was published: the interval
+	// published before it, or a slower one a Ready node's annotation showed
+	// then. A server believes a node's renew interval annotation (which
+	// the node writes itself) only up to this or RenewInterval, whichever
+	// is longer. 0: no bound beyond RenewInterval (absent in the data of
+	// earlier releases, and before any change).
+	SlowestInFlight time.Duration
 	// PodRoutes says who routes each node's pod range: k1m's route
 	// publisher and the nodes, or the provider's network (absent in the
 	// data of earlier releases: k1m).
@@ -47,9 +55,13 @@ type Settings struct {
 // podRoutesKey is PodRoutes's key in the data.
 const podRoutesKey = "podRoutes"
 
+// slowestInFlightKey is SlowestInFlight's key in the data, written only
+// when there is a bound.
+const slowestInFlightKey = "leaseChangeSlowestInFlight"
+
 // Data renders s as ConfigMap data.
 func (s Settings) Data() map[string]string {
-	return map[string]string{
+	d := map[string]string{
 		"nodeLeaseRenewInterval":   s.RenewInterval.String(),
 		"nodeLeaseDurationSeconds": strconv.Itoa(int(s.LeaseDurationSeconds)),
 		"clusterDomain":            s.ClusterDomain,
@@ -59,6 +71,10 @@ func (s Settings) Data() map[string]string {
 		"leaseChangeRestartSpread": s.RestartSpread.String(),
 		podRoutesKey:               string(s.PodRoutes),
 	}
+	if s.SlowestInFlight > 0 {
+		d[slowestInFlightKey] = s.SlowestInFlight.String()
+	}
+	return d
 }
 
 // SettingsFromData parses ConfigMap data.
@@ -76,6 +92,11 @@ func SettingsFromData(d map[string]string) (Settings, error) {
 	if v, ok := d["leaseChangeRestartSpread"]; ok {
 		if s.RestartSpread, err = time.ParseDuration(v); err != nil || s.RestartSpread < 0 {
 			return Settings{}, fmt.Errorf("%s/%s: leaseChangeRestartSpread %q: want a duration, 0s or more", PublicNamespace, SettingsName, v)
+		}
+	}
+	if v, ok := d[slowestInFlightKey]; ok {
+		if s.SlowestInFlight, err = time.ParseDuration(v); err != nil || s.SlowestInFlight <= 0 {
+			return Settings{}, fmt.Errorf("%s/%s: %s %q: want a duration above 0s", PublicNamespace, SettingsName, slowestInFlightKey, v)
 		}
 	}
 	if s.PodRoutes, err = PodRoutesOf(d); err != nil {

@@ -62,6 +62,40 @@ func TestSettingsRoundTrip(t *testing.T) {
 	}
 }
 
+// The slowest interval in flight at the last lease profile change is
+// written only when there is one: without it (before any change, and in
+// an earlier release's data) the key is absent and reads as 0.
+func TestSettingsSlowestInFlightRoundTrip(t *testing.T) {
+	base := Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108",
+		RestartSpread: 30 * time.Millisecond, PodRoutes: constants.PodRoutesK1m}
+	changed := base
+	changed.SlowestInFlight = 40 * time.Second
+	for _, c := range []struct {
+		name    string
+		s       Settings
+		wantKey string // "" for absent
+	}{
+		{"without a bound", base, ""},
+		{"after a change from 40s", changed, "40s"},
+	} {
+		data := c.s.Data()
+		if got, ok := data["leaseChangeSlowestInFlight"]; got != c.wantKey || ok != (c.wantKey != "") {
+			t.Errorf("%s: leaseChangeSlowestInFlight %q (present %v), want %q", c.name, got, ok, c.wantKey)
+		}
+		if got, err := SettingsFromData(data); err != nil || got != c.s {
+			t.Errorf("%s: round trip %+v, %v; want %+v", c.name, got, err, c.s)
+		}
+	}
+	for _, v := range []string{"0s", "-40s", "forty", ""} {
+		data := changed.Data()
+		data["leaseChangeSlowestInFlight"] = v
+		want := `kube-public/k1m-cluster: leaseChangeSlowestInFlight "` + v + `": want a duration above 0s`
+		if _, err := SettingsFromData(data); err == nil || err.Error() != want {
+			t.Errorf("leaseChangeSlowestInFlight %q: %v, want %s", v, err, want)
+		}
+	}
+}
+
 // fakeServer serves cluster-info and k1m-cluster the way kube-apiserver
 // does, accepting secret as the only bearer token for k1m-cluster.
 func fakeServer(t *testing.T, secret string) (*httptest.Server, []byte) {

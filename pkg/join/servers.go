@@ -79,8 +79,9 @@ func (b ServerBootstrap) DurableEtcdURLs() []string {
 
 // ErrSealRotated says the cluster's bundle is sealed with another server
 // token's seal: the server token was rotated on another server, and this
-// server's seal opens nothing any more.
-var ErrSealRotated = errors.New("the cluster's server token was rotated on another server: this server's DATA-DIR/server-token opens nothing now")
+// server's seal no longer opens the bundle the cluster stores (a copy made
+// before the rotation it still opens: the CA keys in it are unchanged).
+var ErrSealRotated = errors.New("the cluster's server token was rotated on another server: this server's DATA-DIR/server-token no longer opens the bundle the cluster stores")
 
 // PublishServer records, for a server of a multi-server cluster, its
 // kube-apiserver URL, the cluster's datastore and, unless it runs no
@@ -121,7 +122,9 @@ func PublishServer(ctx context.Context, client kubernetes.Interface, sealID stri
 
 // ReplaceBundle publishes sealed under sealID as the cluster's one bundle:
 // every other (an older seal's, a join token's) is deleted in the same
-// write, so the old server token opens nothing from then on.
+// write, so from then on the old server token opens no bundle the cluster
+// stores. It cannot reach a copy made before (read from this ConfigMap,
+// or in an etcd snapshot), which the old seal still opens.
 func ReplaceBundle(ctx context.Context, client kubernetes.Interface, sealID string, sealed []byte) error {
 	return updateServerBootstrap(ctx, client, func(data map[string]string) {
 		dropLegacy(data)

@@ -20,8 +20,9 @@ const tokenFollowInterval = time.Minute
 
 // followTokens keeps DATA-DIR/token and DATA-DIR/server-token true after
 // k1m token rotate on another server: the new join token is written, and
-// a seal the cluster no longer uses is forgotten (it opens nothing, and a
-// stale file would send an operator joining a server to a dead token).
+// a seal the cluster no longer uses is forgotten (it opens no bundle the
+// cluster stores, and a stale file would send an operator joining a
+// server to a dead token).
 func (s *Server) followTokens(ctx context.Context, client kubernetes.Interface, token serverToken) {
 	for {
 		select {
@@ -82,7 +83,7 @@ func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interfa
 // not old (the one this server ran with) and the cluster's bundle is
 // published under it: k1m token rotate run on this server's own data
 // directory wrote it there. Otherwise it returns "" (the rotation was on
-// another server, and the file opens nothing).
+// another server, and the file opens no bundle the cluster stores).
 func (s *Server) adoptRotatedSeal(ctx context.Context, client kubernetes.Interface, old string) (string, error) {
 	data, err := os.ReadFile(ServerTokenFile(s.cfg.DataDir))
 	if err != nil {
