@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/join"
@@ -167,4 +170,35 @@ func signal(changed chan<- struct{}) cache.ResourceEventHandlerFuncs {
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: wake, UpdateFunc: func(_, obj any) { wake(obj) }}
+}
+
+// RecordServerName adds node to the approver's record of server names,
+// for `k1m server remove`: the removed server's name stays reserved even
+// when no approver saw it published. One GET and one update (again on a
+// conflict) per removal.
+func RecordServerName(ctx context.Context, client kubernetes.Interface, node string) error {
+	cms := client.CoreV1().ConfigMaps(metav1.NamespaceSystem)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading %s/%s: %w", metav1.NamespaceSystem, join.ServerBootstrapName, err)
+		}
+		var list []string
+		if s, ok := cm.Data[serverNamesKey]; ok {
+			if err := json.Unmarshal([]byte(s), &list); err != nil {
+				return fmt.Errorf("%s/%s %s: %w", metav1.NamespaceSystem, join.ServerBootstrapName, serverNamesKey, err)
+			}
+		}
+		names := sets.New(list...)
+		if names.Has(node) {
+			return nil
+		}
+		encoded, _ := json.Marshal(sets.List(names.Insert(node)))
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[serverNamesKey] = string(encoded)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -2,6 +2,7 @@ package approver
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -114,4 +115,22 @@ func TestRemovedServersNameStaysRefused(t *testing.T) {
 		}
 	}
 	t.Error("a join under a removed server's name: not decided in 10 s")
+}
+
+// k1m server remove records the removed server's name, whether or not an
+// approver saw it published, keeping the record's other names and the
+// bundle; recording it again changes nothing.
+func TestRecordServerName(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewSimpleClientset(serverBootstrap(map[string]string{"bundle.abc": "sealed", serverNamesKey: `["k1m-server-2"]`}))
+	for range 2 {
+		if err := RecordServerName(ctx, client, "k1m-server-9"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm, _ := client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})
+	want := map[string]string{"bundle.abc": "sealed", serverNamesKey: `["k1m-server-2","k1m-server-9"]`}
+	if !maps.Equal(cm.Data, want) {
+		t.Errorf("data %v, want %v", cm.Data, want)
+	}
 }

@@ -1,10 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/agent"
 	"k1m.dev/k1m/pkg/config"
@@ -20,11 +27,17 @@ import (
 // the kubeconfig naming it. So a server's node never joins with a join
 // token, and the approver refuses every join-token request for a server's
 // node name: a join-token holder cannot take the name of a server that is
-// removed or not yet joined. A certificate still valid is kept.
-func (s *Server) ownNodeCredentials(c *certs, a *config.CompletedAgent) error {
+// removed or not yet joined. A certificate still valid is kept. Issuing
+// one for a name that is a Node already is refused: a join-token holder
+// may have registered the name before this server joined, and the
+// server's node would take over that Node and its bound pod route.
+func (s *Server) ownNodeCredentials(ctx context.Context, client kubernetes.Interface, c *certs, a *config.CompletedAgent) error {
 	p := a.Paths
 	if _, why := agent.OwnCredentials(p, time.Now()); why == nil {
 		return nil
+	}
+	if err := s.nodeNameFree(ctx, client); err != nil {
+		return err
 	}
 	certPEM, keyPEM, err := c.cluster.Issue(pki.Leaf{CommonName: "system:node:" + s.nodeName, Organization: []string{"system:nodes"}, Client: true})
 	if err != nil {
@@ -46,6 +59,38 @@ func (s *Server) ownNodeCredentials(c *certs, a *config.CompletedAgent) error {
 	}
 	s.step("node %s: client certificate issued by this server (%s); a server's node joins with no token", s.nodeName, p.KubeletClientCert)
 	return nil
+}
+
+// nodeNameFree refuses a node name that is a Node already, naming what to
+// do. One GET, at a server's first start (and after its node's
+// credentials were lost).
+func (s *Server) nodeNameFree(ctx context.Context, client kubernetes.Interface) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, s.nodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("checking that node name %s is free: %w", s.nodeName, err)
+	case hasInternalIP(n, s.nodeIP):
+		// This machine's own node, its credentials lost (a restore onto a
+		// new disk): whatever registered it, the address is this server's.
+		return nil
+	}
+	return fmt.Errorf("--node-name %s: the cluster has a Node of that name already (registered %s), and this server's node has no credentials of its own yet: it may have joined with a join token before this server did. Delete it if it is a stale node of this machine (k1m kubectl delete node %s), or start this server with another --node-name",
+		s.nodeName, n.CreationTimestamp.UTC().Format(time.RFC3339), s.nodeName)
+}
+
+func hasInternalIP(n *corev1.Node, ip string) bool {
+	want, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, a := range n.Status.Addresses {
+		if got, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && got.Unmap() == want.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 // replaceSymlink points link at target atomically: the kubelet's

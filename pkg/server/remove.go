@@ -131,6 +131,10 @@ func forgetServerObjects(ctx context.Context, client kubernetes.Interface, o Rem
 	if err := recordRemoved(ctx, client, o.Name, out); err != nil {
 		return err
 	}
+	// Its name stays a server's: a join token never becomes its node.
+	if err := approver.RecordServerName(ctx, client, o.Name); err != nil {
+		return err
+	}
 	if err := join.ForgetServer(ctx, client, o.Name); err != nil {
 		return err
 	}

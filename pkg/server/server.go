@@ -218,7 +218,7 @@ func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	}
 	agentDone := make(chan error, 1)
 	if !cfg.DisableAgent {
-		go func() { agentDone <- s.runAgent(ctx, c) }()
+		go func() { agentDone <- s.runAgent(ctx, c, client) }()
 	}
 	var failed error
 	select {
@@ -606,7 +606,7 @@ func (s *Server) writeSchedulerConfig(path, kubeconfigPath string) ([]componenta
 
 // runAgent runs this machine's node agent over loopback, on the client
 // certificate the server gives it (ownNodeCredentials), never a join token.
-func (s *Server) runAgent(ctx context.Context, c *certs) error {
+func (s *Server) runAgent(ctx context.Context, c *certs, client kubernetes.Interface) error {
 	a := config.DefaultAgent()
 	a.DataDir = filepath.Join(s.cfg.DataDir, "agent")
 	a.RunDir = filepath.Join("/run/k1m", s.nodeName)
@@ -624,7 +624,7 @@ func (s *Server) runAgent(ctx context.Context, c *certs) error {
 	if err != nil {
 		return err
 	}
-	if err := s.ownNodeCredentials(c, completed); err != nil {
+	if err := s.ownNodeCredentials(ctx, client, c, completed); err != nil {
 		return err
 	}
 	return agent.Run(ctx, completed, s.out)
