@@ -12,6 +12,7 @@
 #     K1M_BIN and K1M_IMAGES).
 #
 # usage: install.sh server [k1m server flags...]
+#        K1M_TOKEN=<server token> install.sh server --server https://[IPv6]:6443 [flags...]
 #        K1M_TOKEN=<token> install.sh agent --server https://[IPv6]:6443 [flags...]
 #        k1m-uninstall.sh   (written by this script: removes everything again)
 set -euo pipefail
@@ -39,6 +40,23 @@ esac
 if [[ $role == agent && -z ${K1M_TOKEN:-} ]]; then
   echo "install: K1M_TOKEN is empty: set it to a join token (k1m token create on the server, or its /var/lib/k1m/server/token)" >&2
   exit 2
+fi
+# A server joins a cluster with --server (on the command line, or in the
+# config file kept from an earlier install); unless its flags or that
+# file give the token themselves, it reads it from --token-file.
+joining=false token_flag=false
+if [[ $role == server ]]; then
+  for a in "$@"; do
+    case $a in
+      --server | --server=*) joining=true ;;
+      --token | --token=* | --token-file | --token-file=*) token_flag=true ;;
+    esac
+  done
+  grep -q '^server:' /etc/k1m/config.yaml 2>/dev/null && joining=true
+  grep -qE '^token(-file)?:' /etc/k1m/config.yaml 2>/dev/null && token_flag=true
+  if [[ -n ${K1M_TOKEN:-} ]] && ! $joining; then
+    echo "install: K1M_TOKEN is not used: only a server joining a cluster (--server URL) reads a token; this one makes its own" >&2
+  fi
 fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -86,12 +104,9 @@ modprobe overlay 2>/dev/null || true
 modprobe br_netfilter 2>/dev/null || true
 umask 077
 [[ -f /etc/k1m/k1m.env ]] || : >/etc/k1m/k1m.env # the operator's environment, kept on a reinstall
-if [[ $role == server && -n ${K1M_TOKEN:-} ]]; then
-  # A server joining a cluster (--server): the cluster's server token (a
-  # server's DATA-DIR/server-token), read from the environment at its first
-  # start (ps shows argv to everyone).
+if [[ $role == server ]]; then
+  # Earlier installs kept a joining server's token here for good.
   sed -i '/^K1M_TOKEN=/d' /etc/k1m/k1m.env
-  echo "K1M_TOKEN=$K1M_TOKEN" >>/etc/k1m/k1m.env
 fi
 args=("$role")
 if [[ $role == agent ]]; then
@@ -99,6 +114,15 @@ if [[ $role == agent ]]; then
   # certificate: no join credential stays on the machine.
   echo "$K1M_TOKEN" >/etc/k1m/join-token
   args+=(--token-file /etc/k1m/join-token)
+elif $joining && ! $token_flag; then
+  # The cluster's server token (a server's DATA-DIR/server-token), not on
+  # the command line (ps shows argv to everyone): read at the first start,
+  # deleted by the server once it has joined, after which it keeps the
+  # token in its DATA-DIR/server-token alone and restarts without this
+  # file. Given on every install of a joining server, so that one which
+  # joined with an earlier install's K1M_TOKEN restarts without it too.
+  [[ -z ${K1M_TOKEN:-} ]] || echo "$K1M_TOKEN" >/etc/k1m/server-join-token
+  args+=(--token-file /etc/k1m/server-join-token)
 fi
 args+=("$@")
 umask 022

@@ -24,6 +24,7 @@ func newServerCommand() *cobra.Command {
 		Short: "Run a k1m control plane (two etcds, kube-apiserver, controller-manager, scheduler) and, unless --disable-agent, a node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			warnTokenOnCommandLine(cmd, "server", cfg.Token)
 			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
 				return err
 			}
@@ -68,6 +69,7 @@ func newAgentCommand() *cobra.Command {
 		Short: "Join this machine to a k1m cluster as a node (containerd, kubelet, kube-proxy)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			warnTokenOnCommandLine(cmd, "agent", cfg.Token)
 			if err := applyConfigFile(cmd.Flags(), cfg.ConfigFile); err != nil {
 				return err
 			}
@@ -79,6 +81,8 @@ func newAgentCommand() *cobra.Command {
 			err = agent.Run(ctx, completed, cmd.OutOrStdout())
 			if errors.Is(err, agent.ErrRestart) && ctx.Err() == nil { // not when asked to stop meanwhile
 				// A fresh process: the kubelet cannot start twice in one.
+				// Without $K1M_TOKEN (Complete took it): the node runs
+				// on its own certificate by now.
 				return multicall.ExecSelf(os.Environ())
 			}
 			return err
@@ -86,6 +90,16 @@ func newAgentCommand() *cobra.Command {
 	}
 	cfg.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// warnTokenOnCommandLine warns of a server token given as --token on the
+// command line. It runs before the config file is applied: token is then
+// the command line's --token (the defaults hold none), the one that shows
+// in /proc/PID/cmdline.
+func warnTokenOnCommandLine(cmd *cobra.Command, role, token string) {
+	if w := config.CommandLineTokenWarning(role, token); w != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
+	}
 }
 
 func applyConfigFile(fs *pflag.FlagSet, path string) error {

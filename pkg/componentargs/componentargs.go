@@ -5,12 +5,23 @@
 // every node agrees on) or that the patch series locks. A pass-through
 // flag replaces k1m's value of the same flag, or is added; one that names
 // an owned flag is refused.
+//
+// No pass-through flag may weaken how a request is authenticated or
+// authorized, since a node must prove and reach only itself: kube-apiserver
+// keeps the Node and RBAC authorizers (and never AlwaysAllow), its
+// anonymous requests as the join needs them, and NodeRestriction; a
+// kubelet keeps refusing anonymous requests, asking kube-apiserver to
+// authorize each one (Webhook), its read-only port closed and the cluster
+// CA. Each is refused when the flags are parsed, before anything starts,
+// naming the flag, the value, why, and the valid form.
 package componentargs
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -90,6 +101,7 @@ var (
 		"cluster-domain":             "the server decides it (use the server's --cluster-domain)",
 		"node-lease-renew-interval":  "the server decides it (use the server's --node-lease-renew-interval)",
 		"container-runtime-endpoint": "k1m runs the node's containerd",
+		"client-ca-file":             "k1m keeps the cluster CA (the kubelet verifies kube-apiserver's client certificate with it)",
 	}}
 	KubeProxy = Component{Name: "kube-proxy", Flag: "--kube-proxy-arg", owned: map[string]string{
 		"kubeconfig":        "k1m keeps the node's credentials",
@@ -120,7 +132,7 @@ func (c Component) Parse(values []string) ([]Arg, error) {
 		case c.owned[name] != "":
 			problems = append(problems, fmt.Sprintf("%s %q collides with --%s, which k1m sets for %s itself: %s", c.Flag, v, name, c.Name, c.owned[name]))
 		default:
-			if err := c.lockedByTheSeries(name, value); err != nil {
+			if err := c.locked(name, value); err != nil {
 				problems = append(problems, fmt.Sprintf("%s %q: %v", c.Flag, v, err))
 				continue
 			}
@@ -133,40 +145,162 @@ func (c Component) Parse(values []string) ([]Arg, error) {
 	return args, nil
 }
 
+// locked refuses a value that would undo what k1m locks: what the patch
+// series locks, and how a request is authenticated and authorized.
+func (c Component) locked(name, value string) error {
+	switch c.Name {
+	case APIServer.Name:
+		if err := lockedByTheSeries(name, value); err != nil {
+			return err
+		}
+		return apiserverAuthLocked(name, value)
+	case Kubelet.Name:
+		return kubeletAuthLocked(name, value)
+	}
+	return nil
+}
+
 // lockedByTheSeries refuses what patch 0001 locks (the B-tree watch
 // cache: the hashmap store is what k1m is measured with) and what would
 // switch off NodeRestriction, which keeps a node's credentials to its own
 // Node, Pods and Lease: --enable-admission-plugins replaces k1m's list, so
 // one without NodeRestriction would drop it without a word.
-func (c Component) lockedByTheSeries(name, value string) error {
-	if c.Name != APIServer.Name {
-		return nil
-	}
-	list := strings.Split(value, ",")
-	has := func(item string) bool {
-		return slices.ContainsFunc(list, func(s string) bool { return strings.TrimSpace(s) == item })
-	}
+func lockedByTheSeries(name, value string) error {
+	list := splitList(value)
 	switch name {
 	case "feature-gates":
 		for _, gate := range list {
-			if g, v, _ := strings.Cut(strings.TrimSpace(gate), "="); g == "BtreeWatchCache" && strings.TrimSpace(v) != "false" {
-				return fmt.Errorf("collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)")
+			if g, v, _ := strings.Cut(gate, "="); g == "BtreeWatchCache" && strings.TrimSpace(v) != "false" {
+				return errors.New("collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)")
 			}
 		}
 	case "enable-admission-plugins":
-		if !has(NodeRestriction) {
+		if !slices.Contains(list, NodeRestriction) {
 			return fmt.Errorf("drops %s, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease): list it too, e.g. --kube-apiserver-arg=enable-admission-plugins=%s,%s", NodeRestriction, NodeRestriction, value)
 		}
 	case "disable-admission-plugins":
-		if has(NodeRestriction) {
+		if slices.Contains(list, NodeRestriction) {
 			return fmt.Errorf("disables %s, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease)", NodeRestriction)
 		}
 	}
 	return nil
 }
 
+// splitList splits a comma-separated flag value into trimmed items.
+func splitList(value string) []string {
+	list := strings.Split(value, ",")
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	return list
+}
+
 // NodeRestriction is the admission plugin no pass-through flag may drop.
 const NodeRestriction = "NodeRestriction"
+
+// The authorizers kube-apiserver always runs (k1m passes
+// --authorization-mode=Node,RBAC), and the one it never runs.
+const (
+	nodeAuthorizer = "Node"
+	rbacAuthorizer = "RBAC"
+	alwaysAllow    = "AlwaysAllow"
+	// authorizers says why k1m keeps both.
+	authorizers = "Node keeps a node's credentials to its own Node, Lease and what its own pods use; RBAC gives everyone else what their roles grant"
+)
+
+// apiserverAuthLocked refuses a kube-apiserver flag that would weaken
+// authorization (an --authorization-mode without Node or RBAC, or with
+// AlwaysAllow; an --authorization-config, which replaces the mode list)
+// or change anonymous requests, which the join needs as they are.
+func apiserverAuthLocked(name, value string) error {
+	switch name {
+	case "authorization-mode":
+		return checkAuthorizationMode(value)
+	case "authorization-config":
+		return fmt.Errorf("a structured authorization file replaces --authorization-mode, so it could drop Node or RBAC, which k1m always authorizes with (%s): add an authorizer to the mode list instead, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC,Webhook with --kube-apiserver-arg=authorization-webhook-config-file=FILE", authorizers)
+	case "anonymous-auth":
+		// k1m passes no --anonymous-auth: kube-apiserver's default, true.
+		return errors.New("k1m keeps kube-apiserver's default, true: the join reads the cluster CA (kube-public/cluster-info, whose hash the token pins) anonymously, as kubeadm's does, and RBAC grants anonymous requests only that and /healthz, /livez, /readyz and /version; leave --anonymous-auth out")
+	}
+	return nil
+}
+
+// checkAuthorizationMode wants Node and RBAC in the list and no
+// AlwaysAllow; other authorizers (Webhook, ABAC) may be added. The error
+// shows the list made valid.
+func checkAuthorizationMode(value string) error {
+	modes := splitList(value)
+	valid := []string{nodeAuthorizer, rbacAuthorizer}
+	for _, m := range modes {
+		if m != "" && !slices.Contains(valid, m) && m != alwaysAllow {
+			valid = append(valid, m)
+		}
+	}
+	example := "--kube-apiserver-arg=authorization-mode=" + strings.Join(valid, ",")
+	if slices.Contains(modes, alwaysAllow) {
+		return fmt.Errorf("%s authorizes every request, anonymous ones included: k1m always authorizes with Node and RBAC (%s); list other authorizers beside those two, e.g. %s", alwaysAllow, authorizers, example)
+	}
+	var missing []string
+	for _, m := range []string{nodeAuthorizer, rbacAuthorizer} {
+		if !slices.Contains(modes, m) {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("drops %s, which k1m always authorizes with (%s): list both, e.g. %s", strings.Join(missing, " and "), authorizers, example)
+	}
+	return nil
+}
+
+// kubeletLock is a kubelet flag whose only valid value is the one k1m's
+// KubeletConfiguration sets (pkg/agent, kubeletConfig).
+type kubeletLock struct {
+	valid string
+	// parse reads a value as the kubelet's flag parser does; kind names
+	// what it wants, for a value that does not parse.
+	parse func(string) (any, error)
+	kind  string
+	why   string
+}
+
+// kubeletLocks are the kubelet's authentication and authorization flags
+// that would override k1m's KubeletConfiguration: its API serves every
+// pod's logs, exec and the node's status.
+var kubeletLocks = map[string]kubeletLock{
+	"anonymous-auth": {valid: "false", parse: parseBool, kind: "a boolean",
+		why: "k1m's kubelets refuse anonymous requests (their API reaches every pod's logs and exec)"},
+	"authorization-mode": {valid: "Webhook", parse: parseString,
+		why: "k1m's kubelets ask kube-apiserver to authorize each request (Webhook), never authorize every one (AlwaysAllow)"},
+	"read-only-port": {valid: "0", parse: parsePort, kind: "a port number",
+		why: "k1m's kubelets keep the read-only port closed (it serves pods and node status with no authentication or authorization)"},
+}
+
+// Go's flag parsers, as the kubelet's flags read their values.
+func parseBool(v string) (any, error)   { return strconv.ParseBool(v) }
+func parseString(v string) (any, error) { return v, nil }
+func parsePort(v string) (any, error)   { return strconv.ParseInt(v, 0, 32) }
+
+// kubeletAuthLocked refuses a kubelet flag that would let requests reach
+// the kubelet's API unauthenticated or unauthorized, or a drop-in
+// directory that could do the same.
+func kubeletAuthLocked(name, value string) error {
+	if name == "config-dir" {
+		return errors.New("a drop-in directory overrides the KubeletConfiguration k1m writes, anonymous requests and authorization included: pass the kubelet's flags one by one with --kubelet-arg")
+	}
+	lock, ok := kubeletLocks[name]
+	if !ok {
+		return nil
+	}
+	form := fmt.Sprintf("the only valid form is --kubelet-arg=%s=%s", name, lock.valid)
+	got, err := lock.parse(value)
+	if err != nil {
+		return fmt.Errorf("%q is not %s; %s: %s", value, lock.kind, lock.why, form)
+	}
+	if want, _ := lock.parse(lock.valid); got != want {
+		return fmt.Errorf("%s: %s", lock.why, form)
+	}
+	return nil
+}
 
 // Merge returns base with each pass-through flag applied: a flag k1m set
 // gets the given value in place, any other is added at the end. base holds

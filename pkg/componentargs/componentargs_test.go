@@ -49,6 +49,91 @@ func TestParseRefusesWithNamedErrors(t *testing.T) {
 	}
 }
 
+// No pass-through flag weakens how kube-apiserver or a kubelet
+// authenticates and authorizes a request: each such value is refused with
+// the flag, the value, why, and the valid form.
+func TestParseRefusesWeakerAuth(t *testing.T) {
+	const (
+		authorizers        = "Node keeps a node's credentials to its own Node, Lease and what its own pods use; RBAC gives everyone else what their roles grant"
+		anonymous          = "k1m's kubelets refuse anonymous requests (their API reaches every pod's logs and exec): the only valid form is --kubelet-arg=anonymous-auth=false"
+		webhook            = "k1m's kubelets ask kube-apiserver to authorize each request (Webhook), never authorize every one (AlwaysAllow): the only valid form is --kubelet-arg=authorization-mode=Webhook"
+		readOnly           = "k1m's kubelets keep the read-only port closed (it serves pods and node status with no authentication or authorization): the only valid form is --kubelet-arg=read-only-port=0"
+		apiserverAnonymous = "k1m keeps kube-apiserver's default, true: the join reads the cluster CA (kube-public/cluster-info, whose hash the token pins) anonymously, as kubeadm's does, " +
+			"and RBAC grants anonymous requests only that and /healthz, /livez, /readyz and /version; leave --anonymous-auth out"
+	)
+	cases := []struct {
+		c     Component
+		value string
+		want  string
+	}{
+		{APIServer, "authorization-mode=AlwaysAllow",
+			`--kube-apiserver-arg "authorization-mode=AlwaysAllow": AlwaysAllow authorizes every request, anonymous ones included: k1m always authorizes with Node and RBAC (` + authorizers + `); list other authorizers beside those two, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC`},
+		{APIServer, "authorization-mode=Node,RBAC,AlwaysAllow",
+			`--kube-apiserver-arg "authorization-mode=Node,RBAC,AlwaysAllow": AlwaysAllow authorizes every request, anonymous ones included: k1m always authorizes with Node and RBAC (` + authorizers + `); list other authorizers beside those two, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC`},
+		{APIServer, "authorization-mode=RBAC",
+			`--kube-apiserver-arg "authorization-mode=RBAC": drops Node, which k1m always authorizes with (` + authorizers + `): list both, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC`},
+		{APIServer, "authorization-mode=Node,Webhook",
+			`--kube-apiserver-arg "authorization-mode=Node,Webhook": drops RBAC, which k1m always authorizes with (` + authorizers + `): list both, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC,Webhook`},
+		{APIServer, "authorization-mode=Webhook",
+			`--kube-apiserver-arg "authorization-mode=Webhook": drops Node and RBAC, which k1m always authorizes with (` + authorizers + `): list both, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC,Webhook`},
+		{APIServer, "authorization-mode=",
+			`--kube-apiserver-arg "authorization-mode=": drops Node and RBAC, which k1m always authorizes with (` + authorizers + `): list both, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC`},
+		{APIServer, "authorization-config=/etc/k1m/authz.yaml",
+			`--kube-apiserver-arg "authorization-config=/etc/k1m/authz.yaml": a structured authorization file replaces --authorization-mode, so it could drop Node or RBAC, which k1m always authorizes with (` + authorizers + `): ` +
+				`add an authorizer to the mode list instead, e.g. --kube-apiserver-arg=authorization-mode=Node,RBAC,Webhook with --kube-apiserver-arg=authorization-webhook-config-file=FILE`},
+		{APIServer, "anonymous-auth=true", `--kube-apiserver-arg "anonymous-auth=true": ` + apiserverAnonymous},
+		{APIServer, "anonymous-auth=false", `--kube-apiserver-arg "anonymous-auth=false": ` + apiserverAnonymous},
+		{Kubelet, "anonymous-auth=true", `--kubelet-arg "anonymous-auth=true": ` + anonymous},
+		{Kubelet, "anonymous-auth=T", `--kubelet-arg "anonymous-auth=T": ` + anonymous},
+		{Kubelet, "anonymous-auth=1", `--kubelet-arg "anonymous-auth=1": ` + anonymous},
+		{Kubelet, "anonymous-auth=yes", `--kubelet-arg "anonymous-auth=yes": "yes" is not a boolean; ` + anonymous},
+		{Kubelet, "anonymous-auth=", `--kubelet-arg "anonymous-auth=": "" is not a boolean; ` + anonymous},
+		{Kubelet, "authorization-mode=AlwaysAllow", `--kubelet-arg "authorization-mode=AlwaysAllow": ` + webhook},
+		{Kubelet, "authorization-mode=webhook", `--kubelet-arg "authorization-mode=webhook": ` + webhook},
+		{Kubelet, "read-only-port=10255", `--kubelet-arg "read-only-port=10255": ` + readOnly},
+		{Kubelet, "read-only-port=0x280f", `--kubelet-arg "read-only-port=0x280f": ` + readOnly},
+		{Kubelet, "read-only-port=none", `--kubelet-arg "read-only-port=none": "none" is not a port number; ` + readOnly},
+		{Kubelet, "client-ca-file=/etc/ca.crt",
+			`--kubelet-arg "client-ca-file=/etc/ca.crt" collides with --client-ca-file, which k1m sets for kubelet itself: k1m keeps the cluster CA (the kubelet verifies kube-apiserver's client certificate with it)`},
+		{Kubelet, "config-dir=/etc/kubelet.conf.d",
+			`--kubelet-arg "config-dir=/etc/kubelet.conf.d": a drop-in directory overrides the KubeletConfiguration k1m writes, anonymous requests and authorization included: pass the kubelet's flags one by one with --kubelet-arg`},
+	}
+	for _, c := range cases {
+		got, err := c.c.Parse([]string{c.value})
+		if got != nil || err == nil || err.Error() != c.want {
+			t.Errorf("%s %q: parsed %v\n got %v\nwant %s", c.c.Flag, c.value, got, err, c.want)
+		}
+	}
+}
+
+// What k1m itself runs with, and what only adds to it, passes.
+func TestParseAcceptsKeptAuth(t *testing.T) {
+	cases := []struct {
+		c      Component
+		values []string
+	}{
+		{APIServer, []string{"authorization-mode=Node,RBAC", "authorization-mode=Node,RBAC,Webhook", "authorization-mode=Webhook,Node,RBAC", "authorization-webhook-config-file=/etc/k1m/webhook.kubeconfig"}},
+		{Kubelet, []string{"anonymous-auth=false", "anonymous-auth=F", "anonymous-auth=0", "authorization-mode=Webhook", "read-only-port=0", "read-only-port=00", "authentication-token-webhook=false"}},
+		// The same names mean nothing to the other components.
+		{KubeProxy, []string{"read-only-port=10255"}},
+	}
+	for _, c := range cases {
+		got, err := c.c.Parse(c.values)
+		if err != nil {
+			t.Errorf("%s %q: %v", c.c.Flag, c.values, err)
+			continue
+		}
+		var want []Arg
+		for _, v := range c.values {
+			name, value, _ := strings.Cut(v, "=")
+			want = append(want, Arg{name, value})
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", c.c.Flag, got, want)
+		}
+	}
+}
+
 func TestMergeReplacesInPlaceOrAdds(t *testing.T) {
 	base := []string{"--bind-address=::", "--profiling=false", "--enable-admission-plugins=NodeRestriction", "--v=0"}
 	got := Merge(base, []Arg{{"profiling", "true"}, {"max-requests-inflight", "800"}, {"enable-admission-plugins", "NodeRestriction,AlwaysPullImages"}, {"v", "2"}, {"v", "3"}})

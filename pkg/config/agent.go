@@ -48,10 +48,12 @@ type Agent struct {
 	KubeReservedMemory int64
 }
 
-// DefaultAgent returns the defaults; the token may come from $K1M_TOKEN.
+// DefaultAgent returns the defaults. The token is not among them: Complete
+// takes it from $K1M_TOKEN when --token is not given (read there, the
+// variable is also removed there, and --help never shows its value).
 func DefaultAgent() Agent {
 	return Agent{ConfigFile: DefaultConfigFile, DataDir: "/var/lib/k1m/agent", ImagesDir: DefaultImagesDir, ProxyMode: constants.ProxyModeIPTables, RunDir: "/run/k1m/agent",
-		PodLogsDir: DefaultPodLogsDir, Token: os.Getenv("K1M_TOKEN")}
+		PodLogsDir: DefaultPodLogsDir}
 }
 
 // AddFlags binds the settings to fs.
@@ -81,21 +83,36 @@ func (a *Agent) PassThrough() (PassThrough, error) { return parsePassThrough(a.p
 // file is no error: the agent deleted it after the join, and the node
 // runs on its own certificate (the agent says so if it needs a token).
 func (a *Agent) ReadTokenFile() error {
-	if a.TokenFile == "" {
-		return nil
+	token, err := readTokenFile(a.TokenFile)
+	if err != nil {
+		return err
 	}
-	data, err := os.ReadFile(a.TokenFile)
+	if t, _ := pki.ParseToken(token); t.IsServerToken() {
+		return fmt.Errorf("--token-file %s holds a server token (DATA-DIR/server-token): it opens the cluster's CA keys and belongs on servers only; give agents the join token (DATA-DIR/token, or k1m token create)", a.TokenFile)
+	}
+	if token != "" {
+		a.Token = token
+	}
+	return nil
+}
+
+// readTokenFile returns the token held in path; "" when path is empty or
+// the file does not exist (deleted after the join).
+func readTokenFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("--token-file: %w", err)
+		return "", fmt.Errorf("--token-file: %w", err)
 	}
 	if _, err := pki.ParseToken(string(data)); err != nil {
-		return fmt.Errorf("--token-file %s: %w", a.TokenFile, err)
+		return "", fmt.Errorf("--token-file %s: %w", path, err)
 	}
-	a.Token = strings.TrimSpace(string(data))
-	return nil
+	return strings.TrimSpace(string(data)), nil
 }
 
 // Validate checks every setting and reports all problems at once.

@@ -104,10 +104,17 @@ func NewAgentPaths(dataDir, runDir string) AgentPaths {
 	}
 }
 
-// Complete validates a, reads --token-file and resolves what follows
-// from the flags. The node's name and address, unless given, come from
-// the host: its hostname and its IPv6 default route.
+// Complete takes $K1M_TOKEN (--token's default) out of the environment,
+// validates a, reads --token-file and resolves what follows from the
+// flags. The node's name and address, unless given, come from the host:
+// its hostname and its IPv6 default route.
 func (a Agent) Complete() (*CompletedAgent, error) {
+	// $K1M_TOKEN is --token's default: given --token-file, it is not
+	// used. The server's own node starts on the certificate its server
+	// gives it, never on a token from the environment.
+	if env := takeTokenEnv(); a.Token == "" && a.TokenFile == "" && !a.Embedded {
+		a.Token = env
+	}
 	if err := a.Validate(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -32,21 +33,35 @@ type CompletedServer struct {
 	// members of each store (--datastore-endpoint,
 	// --no-fsync-datastore-endpoint); none: the store is embedded.
 	ExternalDurable, ExternalNoFsync []string
+	// tokenFromEnv: Token came from $K1M_TOKEN, which Complete removed
+	// from the environment (RestartEnv).
+	tokenFromEnv bool
 }
 
 // DefaultNoFsyncDataDir is the no-fsync etcd's directory unless
 // --no-fsync-data-dir is given.
 func DefaultNoFsyncDataDir(dataDir string) string { return filepath.Join(dataDir, "etcd-nofsync") }
 
-// Complete validates s and resolves what follows from it.
+// Complete takes $K1M_TOKEN out of the environment (a joining server's
+// --token by default), validates s, reads --token-file and resolves what
+// follows from it.
 func (s Server) Complete() (*CompletedServer, error) {
-	if s.JoinServer != "" && s.Token == "" {
-		s.Token = os.Getenv(TokenEnv)
+	env := takeTokenEnv()
+	fromEnv := s.JoinServer != "" && s.Token == "" && s.TokenFile == "" && env != ""
+	if fromEnv {
+		s.Token = env
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	c := &CompletedServer{Server: s}
+	token, err := readTokenFile(s.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		s.Token = token
+	}
+	c := &CompletedServer{Server: s, tokenFromEnv: fromEnv}
 	if c.NoFsyncDataDir == "" {
 		c.NoFsyncDataDir = DefaultNoFsyncDataDir(s.DataDir)
 	}
@@ -67,6 +82,47 @@ func (s Server) Complete() (*CompletedServer, error) {
 	c.KubernetesServiceIP = nthAddress(services, 1)
 	c.DNSServiceIP = nthAddress(services, 10)
 	return c, nil
+}
+
+// RestartEnv is what a start again of this process (an exec, as the
+// server does to move into its own cgroup) adds to os.Environ():
+// $K1M_TOKEN when the token came from it, since Complete removed it.
+func (c *CompletedServer) RestartEnv() []string {
+	if !c.tokenFromEnv {
+		return nil
+	}
+	return []string{TokenEnv + "=" + c.Token}
+}
+
+// takeTokenEnv returns $K1M_TOKEN and removes it from this process's
+// environment, which every child inherits: kube-controller-manager,
+// kube-scheduler, containerd and what it runs, the components of the
+// stock build. None of them needs the token, and each keeps its
+// environment readable in /proc/PID/environ for as long as it runs. This
+// is the one place k1m reads the variable; the server and the agent call
+// it first thing in Complete, before anything starts.
+func takeTokenEnv() string {
+	token := os.Getenv(TokenEnv)
+	os.Unsetenv(TokenEnv)
+	return token
+}
+
+// CommandLineTokenWarning is the warning for a server token given as
+// --token on the command line (token is the command line's --token, read
+// before the config file; role is "server" or "agent"): every local user
+// reads a process's arguments in /proc/PID/cmdline, and the server token
+// opens the cluster's CA keys. "" for anything else: a join token, or no
+// --token.
+func CommandLineTokenWarning(role, token string) string {
+	t, err := pki.ParseToken(token)
+	if err != nil || !t.IsServerToken() {
+		return ""
+	}
+	instead := "give it in --token-file FILE (mode 0600, deleted once this server has joined) or in $" + TokenEnv
+	if role == "agent" {
+		instead = "give agents the join token (DATA-DIR/token, or k1m token create), in --token-file FILE (mode 0600, deleted once the node has its own certificate)"
+	}
+	return fmt.Sprintf("k1m %s: warning: --token on the command line is a server token, which opens the cluster's CA keys, and every local user reads it in /proc/PID/cmdline (ps shows it): %s", role, instead)
 }
 
 func nthAddress(prefix netip.Prefix, n int) net.IP {

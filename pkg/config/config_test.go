@@ -317,6 +317,12 @@ func TestAgentTokenFile(t *testing.T) {
 	if err := server.Validate(); err == nil || err.Error() != "--token is a server token (DATA-DIR/server-token): it opens the cluster's CA keys and belongs on servers only; give agents the join token (DATA-DIR/token, or k1m token create)" {
 		t.Errorf("a server token for an agent: %v", err)
 	}
+	os.WriteFile(path, []byte(server.Token), 0o600)
+	serverFile := DefaultAgent()
+	serverFile.TokenFile = path
+	if err := serverFile.ReadTokenFile(); err == nil || err.Error() != "--token-file "+path+" holds a server token (DATA-DIR/server-token): it opens the cluster's CA keys and belongs on servers only; give agents the join token (DATA-DIR/token, or k1m token create)" || serverFile.Token != "" {
+		t.Errorf("a server token in an agent's --token-file: %v (token %q)", err, serverFile.Token)
+	}
 }
 
 func TestCompleteResolvesOnce(t *testing.T) {
@@ -386,7 +392,13 @@ func TestJoinFlags(t *testing.T) {
 		{[]string{"--disable-etcd", "--server", "https://[fddf:4035:b520::1:1]:6443", "--token", token, "--cluster-reset"},
 			"--disable-etcd and --cluster-reset: this server has no etcd to reset; run the reset on a server that has one"},
 		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443"},
-			"--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), or $K1M_TOKEN"},
+			"--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), in --token-file FILE or $K1M_TOKEN"},
+		// The file may be gone: the server deleted it once it had joined.
+		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token-file", "/etc/k1m/server-join-token"}, ""},
+		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token", token, "--token-file", "/etc/k1m/server-join-token"},
+			"--token and --token-file are both given: give one"},
+		{[]string{"--token-file", "/etc/k1m/server-join-token"},
+			"--token-file needs --server: it holds the cluster's server token a joining server joins with (a lone or first server makes its own tokens; --token sets its join token's secret)"},
 		{[]string{"--server", "https://[fddf:4035:b520::1:1]:6443", "--token", "abcdef.0123456789abcdef"},
 			"--token is not of the form K1M<64 hex digits>::<token id>.<token secret> (the server prints it and keeps it in DATA-DIR/token), or a server token, the same followed by ::<seal> (DATA-DIR/server-token) (with --server, --token is a server's DATA-DIR/server-token)"},
 	} {
@@ -415,10 +427,22 @@ func TestJoinTokenFromEnvironment(t *testing.T) {
 	if c.JoinToken.Secret != "abcdef.0123456789abcdef" || c.JoinToken.CAHash != "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" {
 		t.Errorf("JoinToken %+v, want the one of $K1M_TOKEN", c.JoinToken)
 	}
+	// Taken out of the environment: no child inherits it; a start again
+	// of the process (an exec) gets it back.
+	if v, ok := os.LookupEnv(TokenEnv); ok {
+		t.Errorf("$K1M_TOKEN still set after completion: %q", v)
+	}
+	if got := c.RestartEnv(); !reflect.DeepEqual(got, []string{"K1M_TOKEN=" + token}) {
+		t.Errorf("RestartEnv %q, want the token of $K1M_TOKEN", got)
+	}
+	t.Setenv(TokenEnv, token)
 	// Without --server the variable is an agent's: a lone server ignores it.
 	lone, _ := parse(t, "", "--data-dir", t.TempDir())
-	if c, err := lone.Complete(); err != nil || c.Token != "" {
+	if c, err := lone.Complete(); err != nil || c.Token != "" || c.RestartEnv() != nil {
 		t.Errorf("a lone server took $K1M_TOKEN: %v, %q", err, c.Token)
+	}
+	if v, ok := os.LookupEnv(TokenEnv); ok {
+		t.Errorf("$K1M_TOKEN still set after a lone server's completion: %q", v)
 	}
 }
 

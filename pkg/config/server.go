@@ -46,6 +46,9 @@ type Server struct {
 	PodRoutes     string
 	RenewInterval time.Duration
 	Token         string
+	// TokenFile holds a joining server's server token for its join; the
+	// server deletes it once it has joined.
+	TokenFile string
 	// ClusterInit starts the first server of a multi-server cluster
 	// (or turns a lone server's data into it); JoinServer joins a server
 	// to the cluster of the server at that URL.
@@ -140,7 +143,8 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
 	fs.StringVar(&s.PodRoutes, "pod-routes", s.PodRoutes, "who routes each node's pod range to it, the same on every server of a cluster: k1m (the servers publish a route per node and every node installs the others') or provider (the provider's network routes each node's range to the node's address; nodes install no routes)")
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
-	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (a server's DATA-DIR/server-token; default $K1M_TOKEN, which ps does not show)")
+	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (a server's DATA-DIR/server-token; default $K1M_TOKEN, which ps does not show; or --token-file)")
+	fs.StringVar(&s.TokenFile, "token-file", s.TokenFile, "with --server: file holding the cluster's server token, read at the join and deleted once this server has joined (the token stays only in DATA-DIR/server-token)")
 	fs.BoolVar(&s.ClusterInit, "cluster-init", s.ClusterInit, "start the first server of a multi-server cluster: its etcds serve other servers on the node IP (peer TLS); on a lone server's data, turns it into the first of several")
 	fs.BoolVar(&s.DisableEtcd, "disable-etcd", s.DisableEtcd, "run no etcd on this server: kube-apiserver, the controller-manager and the scheduler over the cluster's etcd members (an API-server-only server, to add API servers without raft members; needs --server)")
 	fs.StringVar(&s.JoinServer, "server", s.JoinServer, "join this server to the cluster of the server at this URL, e.g. https://[fddf:4035:b520::1:1]:6443 (needs --token; needed only for the first start)")
@@ -358,6 +362,8 @@ func (s *Server) validateJoin() error {
 		return errors.New("--cluster-reset and --datastore-endpoint: the durable store is the external etcd, which k1m does not reset or restore; restore it with etcd's own tools (etcdutl snapshot restore)")
 	case s.ClusterInit && s.JoinServer != "":
 		return errors.New("--cluster-init and --server: the first server starts the cluster (--cluster-init), the others join it (--server URL --token T): give one")
+	case s.JoinServer == "" && s.TokenFile != "":
+		return errors.New("--token-file needs --server: it holds the cluster's server token a joining server joins with (a lone or first server makes its own tokens; --token sets its join token's secret)")
 	case s.JoinServer == "" && s.Token != "":
 		return checkTokenSecret(s.Token)
 	case s.JoinServer == "":
@@ -367,12 +373,26 @@ func (s *Server) validateJoin() error {
 	if u, err := url.Parse(s.JoinServer); err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" {
 		errs = append(errs, fmt.Errorf("--server %q: want the https URL of a server of the cluster, e.g. https://[fddf:4035:b520::1:1]:6443", s.JoinServer))
 	}
-	if s.Token == "" {
-		errs = append(errs, fmt.Errorf("--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), or $%s", TokenEnv))
-	} else if _, err := pki.ParseToken(s.Token); err != nil {
-		errs = append(errs, fmt.Errorf("%w (with --server, --token is a server's DATA-DIR/server-token)", err))
-	}
+	errs = append(errs, s.validateJoinToken())
 	return errors.Join(errs...)
+}
+
+// validateJoinToken checks a joining server's token. With --token-file
+// there may be none: the server deletes the file once it has joined, and
+// says so when it must join and has no token.
+func (s *Server) validateJoinToken() error {
+	switch {
+	case s.Token != "" && s.TokenFile != "":
+		return errors.New("--token and --token-file are both given: give one")
+	case s.Token == "" && s.TokenFile == "":
+		return fmt.Errorf("--token is empty: joining a server (--server) needs the cluster's server token (a server's DATA-DIR/server-token), in --token-file FILE or $%s", TokenEnv)
+	case s.Token == "":
+		return nil
+	}
+	if _, err := pki.ParseToken(s.Token); err != nil {
+		return fmt.Errorf("%w (with --server, --token is a server's DATA-DIR/server-token)", err)
+	}
+	return nil
 }
 
 // TokenEnv is the environment variable a joining server or an agent reads

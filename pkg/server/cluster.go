@@ -68,6 +68,9 @@ func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
 		if !marked && fileExists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
 			return membership{}, fmt.Errorf("--server: %s holds a cluster of its own (a lone or first server's CAs): a joining server needs an empty --data-dir (or start this one without --server)", s.cfg.DataDir)
 		}
+		if s.cfg.JoinToken == (pki.Token{}) {
+			return membership{}, s.noJoinToken()
+		}
 		seeds, err := s.fetchClusterFiles(ctx)
 		if err != nil {
 			return membership{}, err
@@ -84,6 +87,13 @@ func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
 		}
 	}
 	return m, nil
+}
+
+// noJoinToken is the error of a server that must join and has no token:
+// validation lets --token-file name a missing file (deleted after the
+// join), and only here is it known that this server has not joined yet.
+func (s *Server) noJoinToken() error {
+	return fmt.Errorf("--token-file %s does not exist, and this server has not joined the cluster of %s yet: write the cluster's server token (a server's DATA-DIR/server-token) to it, mode 0600 (k1m server deletes it once it has joined)", s.cfg.TokenFile, s.cfg.JoinServer)
 }
 
 // fetchClusterFiles joins the way an agent does (the token pins the CA),
@@ -289,12 +299,35 @@ func (s *Server) checkKubeletServingCA(ctx context.Context, client kubernetes.In
 }
 
 // writeTokenFiles writes DATA-DIR/server-token when the server holds the
-// seal, then DATA-DIR/token.
+// seal, then DATA-DIR/token, then deletes --token-file: from then on a
+// restart needs no token (DATA-DIR holds what it does), so the server
+// token stays in DATA-DIR alone, as on every server.
 func (s *Server) writeTokenFiles(token serverToken) error {
 	if err := s.writeServerToken(token); err != nil {
 		return err
 	}
-	return fsutil.WriteFile(TokenFile(s.cfg.DataDir), []byte(token.JoinToken().String()+"\n"), 0o600)
+	if err := fsutil.WriteFile(TokenFile(s.cfg.DataDir), []byte(token.JoinToken().String()+"\n"), 0o600); err != nil {
+		return err
+	}
+	return s.forgetTokenFile()
+}
+
+// forgetTokenFile deletes --token-file when there is one (also at a
+// restart: a reinstall may have written it again).
+func (s *Server) forgetTokenFile() error {
+	path := s.cfg.TokenFile
+	if path == "" {
+		return nil
+	}
+	err := os.Remove(path)
+	switch {
+	case os.IsNotExist(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	s.step("deleted --token-file %s: this server has joined, and a restart needs no token", path)
+	return nil
 }
 
 func (s *Server) writeServerToken(token serverToken) error {

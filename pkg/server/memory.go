@@ -114,7 +114,9 @@ func (s *Server) phaseMemory() error {
 		return fmt.Errorf("confining the control plane to %s of memory: %w (run as root, or start k1m under a memory limit such as systemd's MemoryMax)", gib(s.memory.Limit), err)
 	}
 	s.step("confined to cgroup %s with %s of memory: starting again in it, so that the Go runtime sizes itself from the limit", s.memory.Cgroup, gib(s.memory.Limit))
-	env := append(os.Environ(), envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
+	// $K1M_TOKEN was taken out of the environment (config: no child
+	// inherits it); the new start still joins with it.
+	env := append(append(os.Environ(), s.cfg.RestartEnv()...), envConfinedTo+"="+s.memory.Cgroup, envConfinedSource+"="+s.memory.Source)
 	return multicall.ExecSelf(env)
 }
 
