@@ -117,7 +117,9 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 	defer broadcaster.Shutdown()
 	p := &publisher{client: client, rules: rules, servers: &cachedServers{lookup: rules.Servers, now: time.Now},
 		nodes: nodes.Informer().GetIndexer(), routes: routes.Informer().GetIndexer(),
-		events: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"})}
+		events:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"}),
+		recheck: func(name string) { queue.AddAfter(name, refusedRecheck) },
+	}
 	for {
 		name, quit := queue.Get()
 		if quit {
@@ -203,7 +205,16 @@ type publisher struct {
 	// refused is the last refusal raised for each node, so that a resync
 	// or a heartbeat does not raise it again: one Event per refusal.
 	refused map[string]string
+	// recheck looks at a refused node again later: what it was refused
+	// for may change without an event of the Node (a server published
+	// since the servers' addresses were last looked up).
+	recheck func(name string)
 }
+
+// refusedRecheck is when a refused node is looked at again: after the
+// servers' addresses may have been looked up anew. A check reads caches
+// only: a refused node costs no request.
+const refusedRecheck = 2 * serversEvery
 
 func (p *publisher) node(name string) (*corev1.Node, bool) {
 	obj, ok, err := p.nodes.GetByKey(name)
@@ -326,6 +337,9 @@ func (p *publisher) report(n *corev1.Node, why *refusal) {
 	if why == nil {
 		delete(p.refused, n.Name)
 		return
+	}
+	if p.recheck != nil {
+		p.recheck(n.Name)
 	}
 	if p.refused[n.Name] == why.String() {
 		return

@@ -194,6 +194,7 @@ func (c *cluster) refusalEvents(ctx context.Context, node string) []string {
 // of its own its route is published and installed, and goes with its Node.
 func testRouteInjection(ctx context.Context, t *testing.T, c *cluster) {
 	const evil = "k1m-evil"
+	noKubelet := map[string]string{noKubeletLabel: "true"}
 	node1, node2 := c.nodeAddress(ctx, t, "k1m-node-1"), c.nodeAddress(ctx, t, "k1m-node-2")
 	server := strings.Trim(strings.TrimPrefix(serverURL, "https://["), "]:6443")
 	node2Range := c.podRange(ctx, t, "k1m-node-2")
@@ -203,7 +204,7 @@ func testRouteInjection(ctx context.Context, t *testing.T, c *cluster) {
 
 	// 1. Pod ranges written by the node: refused at the API.
 	for _, cidr := range []string{node2 + "/128", server + "/128", half, "::/0"} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: evil}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: evil, Labels: noKubelet}, Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}}}
 		_, err := asEvil.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		want := "nodes \"k1m-evil\" is forbidden: ValidatingAdmissionPolicy 'k1m-node-pod-ranges' with binding 'k1m-node-pod-ranges' denied request: node k1m-evil: spec.podCIDRs is allocated by kube-controller-manager (node IPAM), never written by a node"
 		if err == nil || err.Error() != want {
@@ -211,7 +212,7 @@ func testRouteInjection(ctx context.Context, t *testing.T, c *cluster) {
 		}
 	}
 	// 2. Its own Node, without a range: the IPAM allocates one.
-	if _, err := asEvil.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: evil}}, metav1.CreateOptions{}); err != nil {
+	if _, err := asEvil.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: evil, Labels: noKubelet}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("node %s may register itself: %v", evil, err)
 	}
 	evilRange := c.podRange(ctx, t, evil)

@@ -133,7 +133,15 @@ func (w *notReadyWatch) watchFrom(ctx context.Context, rv string) string {
 	}
 }
 
+// noKubeletLabel marks a Node a test registers itself, with no kubelet
+// behind it (an attacker's, in NodeProvesAndRoutesOnlyItself): it never
+// reports Ready, and the watch leaves it out.
+const noKubeletLabel = "integration.k1m.dev/no-kubelet"
+
 func (w *notReadyWatch) observe(node *corev1.Node) {
+	if node.Labels[noKubeletLabel] != "" {
+		return
+	}
 	ready := clustercheck.ReadyCondition(node)
 	var f nodeFlap
 	switch {

@@ -29,7 +29,11 @@ func nodeWithReady(name string, status corev1.ConditionStatus, since time.Time) 
 func TestNotReadyWatchRecordsFlaps(t *testing.T) {
 	ctx := context.Background()
 	before := time.Now().Add(-time.Hour).Truncate(time.Second)
-	client := fake.NewSimpleClientset(nodeWithReady("steady", corev1.ConditionTrue, before), nodeWithReady("flapping", corev1.ConditionTrue, before))
+	// A test's own Node with no kubelet behind it never reports Ready,
+	// and is left out.
+	attacker := nodeWithReady("k1m-evil", corev1.ConditionUnknown, time.Now().Add(time.Minute).Truncate(time.Second))
+	attacker.Labels = map[string]string{noKubeletLabel: "true"}
+	client := fake.NewSimpleClientset(nodeWithReady("steady", corev1.ConditionTrue, before), nodeWithReady("flapping", corev1.ConditionTrue, before), attacker)
 	w := watchNotReady(ctx, t, client)
 	testutil.Eventually(t, 10*time.Second, "the watch", func() error {
 		for _, a := range client.Actions() {
