@@ -141,14 +141,13 @@ func forgetTokenFile(path string, out io.Writer) error {
 	if path == "" {
 		return nil
 	}
-	err := os.Remove(path)
-	switch {
-	case os.IsNotExist(err):
-		return nil
-	case err != nil:
+	removed, err := fsutil.RemoveIfPresent(path)
+	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
 	}
-	fmt.Fprintf(out, "k1m agent: deleted --token-file %s\n", path)
+	if removed {
+		fmt.Fprintf(out, "k1m agent: deleted --token-file %s\n", path)
+	}
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -27,16 +26,7 @@ import (
 // cluster runs on. Only the bundle the cluster stores now is closed to it.
 func TestRotateLeavesACopyMadeBeforeOpenWithTheOldSeal(t *testing.T) {
 	ctx := context.Background()
-	dataDir := t.TempDir()
-	tlsDir := server.TLSDir(dataDir)
-	os.MkdirAll(tlsDir, 0o700)
-	for _, name := range serverbundle.SharedFiles {
-		os.WriteFile(filepath.Join(tlsDir, name), []byte("content of "+name), 0o600)
-	}
-	os.WriteFile(filepath.Join(dataDir, "multi-server"), []byte("--cluster-init\n"), 0o600)
-	oldSeal, _ := pki.NewSeal()
-	bundle, _ := serverbundle.Read(tlsDir, false)
-	oldSealed, _ := serverbundle.Seal(bundle, oldSeal)
+	dataDir, oldSeal, bundle, oldSealed := sealedServer(t)
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
 		Data: map[string]string{"bundle." + serverbundle.SealID(oldSeal): string(oldSealed)}})
 	before, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, join.ServerBootstrapName, metav1.GetOptions{})

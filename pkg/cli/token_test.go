@@ -68,22 +68,36 @@ func TestRotateReplacesTheServerToken(t *testing.T) {
 	}
 }
 
-// On a server of several, rotate makes a new seal: the bundle is sealed
-// with it alone (the old seal's and a join token's entries are gone in
-// the same write), DATA-DIR/server-token holds it, and the old server
-// token opens nothing.
-func TestRotateReplacesTheSeal(t *testing.T) {
-	ctx := context.Background()
-	dataDir := t.TempDir()
+// sealedServer is the data directory of a server of several holding the
+// shared files, and their bundle sealed with a fresh seal.
+func sealedServer(t *testing.T) (dataDir, seal string, bundle serverbundle.Bundle, sealed []byte) {
+	t.Helper()
+	dataDir = t.TempDir()
 	tlsDir := server.TLSDir(dataDir)
 	os.MkdirAll(tlsDir, 0o700)
 	for _, name := range serverbundle.SharedFiles {
 		os.WriteFile(filepath.Join(tlsDir, name), []byte("content of "+name), 0o600)
 	}
 	os.WriteFile(filepath.Join(dataDir, "multi-server"), []byte("--cluster-init\n"), 0o600)
-	oldSeal, _ := pki.NewSeal()
-	bundle, _ := serverbundle.Read(tlsDir, false)
-	oldSealed, _ := serverbundle.Seal(bundle, oldSeal)
+	seal, _ = pki.NewSeal()
+	bundle, err := serverbundle.Read(tlsDir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err = serverbundle.Seal(bundle, seal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dataDir, seal, bundle, sealed
+}
+
+// On a server of several, rotate makes a new seal: the bundle is sealed
+// with it alone (the old seal's and a join token's entries are gone in
+// the same write), DATA-DIR/server-token holds it, and the old server
+// token opens nothing.
+func TestRotateReplacesTheSeal(t *testing.T) {
+	ctx := context.Background()
+	dataDir, oldSeal, bundle, oldSealed := sealedServer(t)
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: join.ServerBootstrapName},
 		Data: map[string]string{"bundle." + serverbundle.SealID(oldSeal): string(oldSealed), "token.abcdef": "legacy", "server.s1": "https://[fddf:4035:b520::1:1]:6443"}})
 	ca, _ := pki.LoadOrCreateCA(t.TempDir(), "ca", "k1m-ca")

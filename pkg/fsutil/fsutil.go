@@ -77,3 +77,16 @@ func CopyTree(src, dst string, modeOf func(rel string) os.FileMode) error {
 		return os.Chmod(target, mode) // WriteFile's mode passes the umask
 	})
 }
+
+// RemoveIfPresent removes path and tells whether it was there: a file
+// already gone is no error (a credential deleted at an earlier start).
+func RemoveIfPresent(path string) (bool, error) {
+	err := os.Remove(path)
+	switch {
+	case os.IsNotExist(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}

@@ -319,14 +319,13 @@ func (s *Server) forgetTokenFile() error {
 	if path == "" {
 		return nil
 	}
-	err := os.Remove(path)
-	switch {
-	case os.IsNotExist(err):
-		return nil
-	case err != nil:
+	removed, err := fsutil.RemoveIfPresent(path)
+	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
 	}
-	s.step("deleted --token-file %s: this server has joined, and a restart needs no token", path)
+	if removed {
+		s.step("deleted --token-file %s: this server has joined, and a restart needs no token", path)
+	}
 	return nil
 }
 

@@ -338,17 +338,7 @@ func testServingForAnotherNode(ctx context.Context, t *testing.T, c *cluster) {
 	if _, err := asNode1.CoreV1().Nodes().Patch(ctx, "k1m-node-1", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("k1m-node-1 writing its own status: %v", err)
 	}
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "system:node:k1m-node-1", Organization: []string{"system:nodes"}},
-		DNSNames: []string{"k1m-node-2"}, IPAddresses: []net.IP{net.ParseIP(node2)}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "k1m-serving-another-node"},
-		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName,
-			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
-			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+	csr := servingCSR(t, "k1m-serving-another-node", "k1m-node-1", []string{"k1m-node-2"}, []net.IP{net.ParseIP(node2)})
 	if _, err := asNode1.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a node may ask for serving certificates: %v", err)
 	}

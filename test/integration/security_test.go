@@ -120,6 +120,23 @@ func kubeletClientCSR(t *testing.T, name, node string) *certv1.CertificateSignin
 	}
 }
 
+// servingCSR is node's request, named name, for a kubelet serving
+// certificate for dnsNames and ips.
+func servingCSR(t *testing.T, name, node string, dnsNames []string, ips []net.IP) *certv1.CertificateSigningRequest {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+		DNSNames: dnsNames, IPAddresses: ips}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName,
+			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+}
+
 // testNoTakeover asks, as a join token holder, for the client certificate
 // of a node that exists: the approver must deny it and nothing is signed.
 // A new name, asked the same way, is approved (the positive control).
@@ -610,17 +627,7 @@ func testServingCertificateAttack(ctx context.Context, t *testing.T, c *cluster)
 	if _, err := asNode.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("the node could not write its own status (the attack's first step): %v", err)
 	}
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames: []string{apiName}, IPAddresses: []net.IP{net.ParseIP(serviceIP)}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "k1m-serving-attack"},
-		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName,
-			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
-			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
+	csr := servingCSR(t, "k1m-serving-attack", node, []string{apiName}, []net.IP{net.ParseIP(serviceIP)})
 	if _, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the node may ask for serving certificates: %v", err)
 	}
