@@ -276,8 +276,8 @@ func tail(out []byte) string {
 // testNodeWatches reads, from kube-apiserver's metrics, how many watches
 // of every Node it holds (scope "cluster"; a kubelet's or kube-proxy's
 // watch of its own Node is scope "resource"). They must not grow with the
-// nodes: kube-controller-manager's, kube-scheduler's and the route
-// publisher's, where every node's pod network used to add one (each Node
+// nodes: kube-controller-manager's, kube-scheduler's, the route
+// publisher's and the approver's, where every node's pod network used to add one (each Node
 // status report then reached every node: 5 such watches with 2 nodes, 8
 // with 5, measured before the routes were published). The pod routes the
 // nodes follow are published, one per node.
@@ -297,10 +297,11 @@ func testNodeWatches(ctx context.Context, t *testing.T, c *cluster) {
 	t.Logf("watches of every Node: %d (with %d nodes)", watches, nodes)
 	// kube-apiserver's own, kube-controller-manager's, kube-scheduler's (the
 	// 3 the counts above have whatever the nodes), the route publisher's,
-	// and this test's NotReady monitor (TestCluster's watchNotReady); the
-	// audit log shows these five users and no node.
-	if watches < 1 || watches > 5 {
-		t.Errorf("kube-apiserver holds %d watches of every Node with %d nodes, want at most 5: a node watches every Node", watches, nodes)
+	// the approver's (whose serving decisions check every Node's
+	// addresses) and this test's NotReady monitor (TestCluster's
+	// watchNotReady); the audit log shows these six users and no node.
+	if watches < 1 || watches > 6 {
+		t.Errorf("kube-apiserver holds %d watches of every Node with %d nodes, want at most 6: a node watches every Node", watches, nodes)
 	}
 	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{LabelSelector: podnet.RouteLabel})
 	if err != nil || len(routes.Items) != nodes {

@@ -100,7 +100,7 @@ func TestMultiServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		clients := append([]kubernetes.Interface{kubernetes.NewForConfigOrDie(cfg)}, m.clients[1:]...)
-		requireNodeFanout(ctx, t, clients, "k1m-node-1", multiNodes, 11)
+		requireNodeFanout(ctx, t, clients, "k1m-node-1", multiNodes, 12)
 	})
 	t.Run("ServerWithoutQuorumIsLeft", func(t *testing.T) { m.testServerWithoutQuorumIsLeft(ctx, t) })
 	t.Run("KillServerWhileWriting", func(t *testing.T) { m.testKillServer(ctx, t) })
