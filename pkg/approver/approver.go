@@ -415,8 +415,19 @@ func (a *Approver) decideServing(ctx context.Context, csr *certv1.CertificateSig
 	if v, err := a.ControlPlane.refuse(ctx, name, req.IPAddresses, req.DNSNames); v != nil || err != nil {
 		return v, err
 	}
-	if v := notInStatus(node, req.IPAddresses, req.DNSNames); v != nil {
-		return v, nil
+	if notInStatus(node, req.IPAddresses, req.DNSNames) != nil {
+		// The cache may not show yet the status the node wrote just
+		// before asking: a denial is final, so read the Node itself
+		// first (one GET, only for a request the cache would deny).
+		live, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		stripped, _ := stripNode(live)
+		node = stripped.(*corev1.Node)
+		if v := notInStatus(node, req.IPAddresses, req.DNSNames); v != nil {
+			return v, nil
+		}
 	}
 	// In its status, but maybe copied from another node's.
 	if v, err := a.refuseOthers(node, req.IPAddresses, req.DNSNames); v != nil || err != nil {

@@ -1,6 +1,7 @@
 package approver
 
 import (
+	"context"
 	"net"
 	"reflect"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"k1m.dev/k1m/pkg/podnet"
 )
@@ -120,5 +122,27 @@ func TestStripNode(t *testing.T) {
 		Status: corev1.NodeStatus{Addresses: n.Status.Addresses}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("stripNode = %+v, want %+v", got, want)
+	}
+}
+
+// A node that wrote an address into its status just before asking is
+// not denied because the approver's cache lags: the Node is read before a
+// denial.
+func TestServingCertificateReadsTheNodeBeforeDenying(t *testing.T) {
+	own, added := "fddf:4035:b520::11", "fddf:4035:b520::31"
+	cached := node("agent-1", ipAddr(corev1.NodeInternalIP, own))
+	now := node("agent-1", ipAddr(corev1.NodeInternalIP, own), ipAddr(corev1.NodeExternalIP, added))
+	req := serving("csr-a", "agent-1", []net.IP{net.ParseIP(own), net.ParseIP(added)}, nil)
+	req.key = newKey(t)
+	csr := req.csr(t)
+	client := fake.NewSimpleClientset(csr, now)
+	a := withCache(&Approver{Client: client, BootstrapGroup: group, ControlPlane: testControlPlane, Self: testSelf}, csr, cached)
+	if err := a.Sync(context.Background(), "csr-a"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "csr-a", metav1.GetOptions{})
+	want := "serving certificate for node agent-1's own addresses"
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != certv1.CertificateApproved || got.Status.Conditions[0].Message != want {
+		t.Errorf("conditions %+v, want Approved %q", got.Status.Conditions, want)
 	}
 }

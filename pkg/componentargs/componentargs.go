@@ -182,6 +182,9 @@ func lockedByTheSeries(name, value string) error {
 		if slices.Contains(list, NodeRestriction) {
 			return fmt.Errorf("disables %s, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease)", NodeRestriction)
 		}
+		if slices.Contains(list, ValidatingAdmissionPolicy) {
+			return fmt.Errorf("disables %s, which k1m relies on (its policy k1m-node-pod-ranges keeps nodes from writing their own pod ranges, which every node routes)", ValidatingAdmissionPolicy)
+		}
 	}
 	return nil
 }
@@ -197,6 +200,11 @@ func splitList(value string) []string {
 
 // NodeRestriction is the admission plugin no pass-through flag may drop.
 const NodeRestriction = "NodeRestriction"
+
+// ValidatingAdmissionPolicy is the admission plugin that enforces k1m's
+// policies (manifests/node-pod-ranges.yaml); on by default, it may not be
+// disabled either.
+const ValidatingAdmissionPolicy = "ValidatingAdmissionPolicy"
 
 // The authorizers kube-apiserver always runs (k1m passes
 // --authorization-mode=Node,RBAC), and the one it never runs.

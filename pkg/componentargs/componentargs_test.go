@@ -28,6 +28,7 @@ func TestParseRefusesWithNamedErrors(t *testing.T) {
 		{APIServer, "feature-gates=WatchList=true,BtreeWatchCache=true", `--kube-apiserver-arg "feature-gates=WatchList=true,BtreeWatchCache=true": collides with --feature-gates=BtreeWatchCache=false, which k1m's patch 0001 locks (the watch cache is the hashmap store)`},
 		{APIServer, "enable-admission-plugins=PodNodeSelector", `--kube-apiserver-arg "enable-admission-plugins=PodNodeSelector": drops NodeRestriction, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease): list it too, e.g. --kube-apiserver-arg=enable-admission-plugins=NodeRestriction,PodNodeSelector`},
 		{APIServer, "disable-admission-plugins=PodSecurity, NodeRestriction", `--kube-apiserver-arg "disable-admission-plugins=PodSecurity, NodeRestriction": disables NodeRestriction, which k1m always enables (it keeps a node's credentials to its own Node, Pods and Lease)`},
+		{APIServer, "disable-admission-plugins=ValidatingAdmissionPolicy", `--kube-apiserver-arg "disable-admission-plugins=ValidatingAdmissionPolicy": disables ValidatingAdmissionPolicy, which k1m relies on (its policy k1m-node-pod-ranges keeps nodes from writing their own pod ranges, which every node routes)`},
 		{APIServer, "profiling", `--kube-apiserver-arg "profiling": want ` + Form},
 		{APIServer, "=true", `--kube-apiserver-arg "=true": want ` + Form},
 		{APIServer, "Max_Requests=1", `--kube-apiserver-arg "Max_Requests=1": want ` + Form},

@@ -186,6 +186,15 @@ func (nw Network) runOnNodes(ctx context.Context, factory informers.SharedInform
 				handle(updated)
 			}
 		},
+		// Routes from the Nodes (kind): a Node deleted takes its route.
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok && nw.Routes == RoutesFromNodes {
+				nw.uninstall(podRoutes([]*corev1.Node{n}, nw.Self), applied)
+			}
+		},
 	})
 	factory.Start(ctx.Done())
 }
@@ -213,8 +222,18 @@ func resynced(old, updated any) bool {
 // routeTable is the routes this node installed, by destination, so that
 // a route seen again with the same next hop costs no route replace.
 type routeTable struct {
+	// op serializes what changes the kernel's routes: installs (informer
+	// events), removals and the periodic reconcile.
+	op  sync.Mutex
 	mu  sync.Mutex
 	via map[string]string
+}
+
+// holds tells whether the table holds r as it is.
+func (table *routeTable) holds(r podRoute) bool {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	return table.via[r.dst.String()] == r.via.String()
 }
 
 func newRouteTable() *routeTable { return &routeTable{via: map[string]string{}} }
@@ -273,6 +292,8 @@ func (nw Network) ownRangeAllowed(cidr string) bool {
 
 // install puts in the routes that are new or moved.
 func (nw Network) install(routes []podRoute, applied *routeTable) {
+	applied.op.Lock()
+	defer applied.op.Unlock()
 	for _, r := range applied.changed(routes) {
 		if err := nw.kernelRoutes().replace(r); err != nil {
 			// Tried again at the next resync or change of the node.

@@ -69,7 +69,8 @@ func (netlinkRoutes) list() ([]kernelRoute, error) {
 
 // followPublished installs the routes the servers publish as they come,
 // removes a node's routes when its route ConfigMap goes, and at start and
-// every resyncPeriod removes every route no published node owns.
+// every resyncPeriod removes every route no published node owns and puts
+// back a published one the kernel lost.
 func (nw Network) followPublished(ctx context.Context, factory informers.SharedInformerFactory) {
 	applied := newRouteTable()
 	informer := factory.Core().V1().ConfigMaps().Informer()
@@ -81,9 +82,16 @@ func (nw Network) followPublished(ctx context.Context, factory informers.SharedI
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    handle,
 		UpdateFunc: func(_, obj any) { handle(obj) },
-		// Removing at once what a deleted ConfigMap held: a Node deleted
-		// takes its route off every node, not only at the next resync.
-		DeleteFunc: func(any) { nw.reconcileFrom(informer.GetStore(), applied) },
+		// A Node deleted takes its route off every node at once, not
+		// only at the next resync: this ConfigMap's routes alone.
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != nw.Self {
+				nw.uninstall(routeOf(cm), applied)
+			}
+		},
 	})
 	factory.Start(ctx.Done())
 	go func() {
@@ -91,7 +99,7 @@ func (nw Network) followPublished(ctx context.Context, factory informers.SharedI
 			return
 		}
 		for {
-			nw.reconcileFrom(informer.GetStore(), applied)
+			nw.reconcile(informer.GetStore(), applied)
 			select {
 			case <-ctx.Done():
 				return
@@ -118,32 +126,47 @@ func (nw Network) inRange(routes []podRoute) []podRoute {
 	return out
 }
 
-// reconcileFrom makes the kernel hold the routes of the ConfigMaps in
-// store and no other route of this node's making.
-func (nw Network) reconcileFrom(store cache.Store, applied *routeTable) {
+// uninstall removes routes this node installed for them.
+func (nw Network) uninstall(routes []podRoute, applied *routeTable) {
+	applied.op.Lock()
+	defer applied.op.Unlock()
+	for _, r := range routes {
+		if !applied.holds(r) {
+			continue
+		}
+		if err := nw.kernelRoutes().remove(r); err != nil {
+			klog.ErrorS(err, "k1m pod network: removing the route of a node that is gone (removed at the next resync)", "dst", r.dst, "via", r.via)
+			continue
+		}
+		applied.forget(r.dst.String())
+		klog.InfoS("k1m pod network: removed the route of a node that is gone", "dst", r.dst, "via", r.via)
+	}
+}
+
+// reconcile makes the kernel hold the routes of the ConfigMaps in store
+// and no other route of this node's making. The kernel is listed before
+// the store, and install waits meanwhile: a ConfigMap added after the
+// store's list is installed after the removals, never removed by them.
+func (nw Network) reconcile(store cache.Store, applied *routeTable) {
+	applied.op.Lock()
+	kernel := nw.kernelRoutes()
+	have, err := kernel.list()
+	if err != nil {
+		klog.ErrorS(err, "k1m pod network: listing the routes (stale routes stay until the next resync)")
+	}
 	var want []podRoute
 	for _, obj := range store.List() {
 		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name != nw.Self {
 			want = append(want, nw.inRange(routeOf(cm))...)
 		}
 	}
-	nw.reconcile(want, applied)
-}
-
-// reconcile removes from the kernel every route this node owns that is
-// not in want, then installs want.
-func (nw Network) reconcile(want []podRoute, applied *routeTable) {
-	kernel := nw.kernelRoutes()
-	have, err := kernel.list()
-	if err != nil {
-		klog.ErrorS(err, "k1m pod network: listing the routes (stale routes stay until the next resync)")
-	}
-	wanted, nodes := map[string]string{}, map[string]bool{}
+	wanted, nodes, inKernel := map[string]string{}, map[string]bool{}, map[string]string{}
 	for _, r := range want {
 		wanted[r.dst.String()] = r.via.String()
 		nodes[r.via.String()] = true
 	}
 	for _, r := range have {
+		inKernel[r.dst.String()] = r.via.String()
 		if !nw.owns(r, nodes) || wanted[r.dst.String()] == r.via.String() {
 			continue
 		}
@@ -154,15 +177,23 @@ func (nw Network) reconcile(want []podRoute, applied *routeTable) {
 		klog.InfoS("k1m pod network: removed a route no published node owns", "dst", r.dst, "via", r.via)
 		applied.forget(r.dst.String())
 	}
+	// A route the kernel lost (removed by hand, its link gone) is put
+	// back: forgotten, install sees it as new.
+	for dst, via := range wanted {
+		if err == nil && inKernel[dst] != via {
+			applied.forget(dst)
+		}
+	}
+	applied.op.Unlock()
 	nw.install(want, applied)
 }
 
 // owns tells whether r is a route this node's pod network put in, or one
 // an earlier release did (those carried no RouteProtocol: the kernel's
 // default, "boot"): a route marked RouteProtocol; a gateway route into
-// ClusterCIDR (no one else routes pod ranges here); an unmarked route
-// through another node's address (nodes is the published next hops) other
-// than a default route.
+// ClusterCIDR (no one else routes pod ranges here); an unmarked host
+// route to a published node's own address (nodes: the published next
+// hops), which only steers that node's traffic elsewhere.
 func (nw Network) owns(r kernelRoute, nodes map[string]bool) bool {
 	p, ok := prefixOf(r.dst)
 	switch {
@@ -173,7 +204,7 @@ func (nw Network) owns(r kernelRoute, nodes map[string]bool) bool {
 	case nw.ClusterCIDR.IsValid() && nw.ClusterCIDR.Contains(p.Addr()) && p.Bits() >= nw.ClusterCIDR.Bits():
 		return true
 	default:
-		return r.protocol == unix.RTPROT_BOOT && p.Bits() > 0 && nodes[r.via.String()]
+		return r.protocol == unix.RTPROT_BOOT && p.IsSingleIP() && nodes[p.Addr().String()]
 	}
 }
 

@@ -127,7 +127,11 @@ func shown(v string) string {
 // per such start (a refused start, restarted by its supervisor, repeats
 // them), never a loop. A failed Event is logged, and the start goes on.
 func (s *Server) reportIgnored(ctx context.Context, client kubernetes.Interface, ignored []ignoredRenewal, bound time.Duration) {
-	for _, i := range ignored {
+	for n, i := range ignored {
+		if n == maxIgnoredReported {
+			klog.InfoS("more nodes' renew interval annotations ignored: not logged or raised one by one", "more", len(ignored)-n)
+			break
+		}
 		klog.InfoS("ignoring a node's renew interval annotation for the lease profile change", "node", i.node,
 			"annotation", constants.NodeRenewIntervalAnnotation, "value", i.value, "bound", bound, "why", i.why)
 		if _, err := client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, renewalIgnoredEvent(i, s.nodeName, time.Now()), metav1.CreateOptions{}); err != nil {
@@ -143,6 +147,11 @@ func (s *Server) reportIgnored(ctx context.Context, client kubernetes.Interface,
 			constants.NodeRenewIntervalAnnotation, nodeList(names), bound, renewalIgnoredReason)
 	}
 }
+
+// maxIgnoredReported bounds the log lines and Events of one start: each
+// Event is a request made before the server goes on, and a cluster
+// upgraded in the middle of a change may have every node above the bound.
+const maxIgnoredReported = 20
 
 // renewalIgnoredReason is the reason of the Event reportIgnored raises.
 const renewalIgnoredReason = "K1mRenewIntervalIgnored"

@@ -201,3 +201,19 @@ func TestRestartSpreadKeepsTheRestartRate(t *testing.T) {
 		}
 	}
 }
+
+// One start raises at most maxIgnoredReported Events, however many nodes
+// forged their annotation: each is a request before the server goes on.
+func TestReportIgnoredIsBounded(t *testing.T) {
+	var ignored []ignoredRenewal
+	for n := range maxIgnoredReported + 5 {
+		ignored = append(ignored, ignoredRenewal{node: fmt.Sprintf("n%d", n), value: "87600h", why: "above the bound"})
+	}
+	client := fake.NewSimpleClientset()
+	s := &Server{out: io.Discard, nodeName: "s1"}
+	s.reportIgnored(context.Background(), client, ignored, 10*time.Second)
+	events, _ := client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if len(events.Items) != maxIgnoredReported {
+		t.Errorf("%d Events for %d ignored annotations, want %d", len(events.Items), len(ignored), maxIgnoredReported)
+	}
+}

@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -71,26 +69,12 @@ func (s *Server) nodeNameFree(ctx context.Context, client kubernetes.Interface) 
 		return nil
 	case err != nil:
 		return fmt.Errorf("checking that node name %s is free: %w", s.nodeName, err)
-	case hasInternalIP(n, s.nodeIP):
-		// This machine's own node, its credentials lost (a restore onto a
-		// new disk): whatever registered it, the address is this server's.
-		return nil
 	}
+	// Not even when its status names this server's address: a node writes
+	// its own status, and the one that registered the name would keep its
+	// credentials for it.
 	return fmt.Errorf("--node-name %s: the cluster has a Node of that name already (registered %s), and this server's node has no credentials of its own yet: it may have joined with a join token before this server did. Delete it if it is a stale node of this machine (k1m kubectl delete node %s), or start this server with another --node-name",
 		s.nodeName, n.CreationTimestamp.UTC().Format(time.RFC3339), s.nodeName)
-}
-
-func hasInternalIP(n *corev1.Node, ip string) bool {
-	want, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	for _, a := range n.Status.Addresses {
-		if got, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && got.Unmap() == want.Unmap() {
-			return true
-		}
-	}
-	return false
 }
 
 // replaceSymlink points link at target atomically: the kubelet's

@@ -76,10 +76,9 @@ func TestOwnNodeCredentials(t *testing.T) {
 	}
 }
 
-// A node name that is a Node already, registered from another address, is
-// refused before anything is written (a join token may have taken it
-// before the server joined); the server's own address is this machine's
-// node, its credentials lost, and goes ahead.
+// A node name that is a Node already is refused before anything is
+// written (a join token may have taken it before the server joined), even
+// when its status names this server's address: a node writes its own.
 func TestOwnNodeCredentialsRefuseATakenName(t *testing.T) {
 	node := func(ip string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "s1", CreationTimestamp: metav1.Unix(1795000000, 0)},
@@ -94,7 +93,7 @@ func TestOwnNodeCredentialsRefuseATakenName(t *testing.T) {
 	if _, err := os.Stat(a.Paths.KubeletKubeconfig); !os.IsNotExist(err) {
 		t.Errorf("the kubeconfig was written although refused: %v", err)
 	}
-	if err := s.ownNodeCredentials(context.Background(), fake.NewSimpleClientset(node("fddf:4035:b520::1")), c, a); err != nil {
-		t.Errorf("this machine's own Node: %v", err)
+	if err := s.ownNodeCredentials(context.Background(), fake.NewSimpleClientset(node("fddf:4035:b520::1")), c, a); err == nil || err.Error() != want {
+		t.Errorf("a Node claiming this server's address: %v\nwant %s", err, want)
 	}
 }
