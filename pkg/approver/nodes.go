@@ -121,15 +121,6 @@ func (a *Approver) cachedNode(name string) (*corev1.Node, error) {
 	return obj.(*corev1.Node), nil
 }
 
-// earlier tells whether m was created before n, ties broken by name: the
-// first owner of an address keeps it.
-func earlier(m, n *corev1.Node) bool {
-	if !m.CreationTimestamp.Equal(&n.CreationTimestamp) {
-		return m.CreationTimestamp.Before(&n.CreationTimestamp)
-	}
-	return m.Name < n.Name
-}
-
 // ownedBefore is the first of the other Nodes whose status lists key (in
 // index) if it came before node, else nil.
 func (a *Approver) ownedBefore(index, key string, node *corev1.Node) (*corev1.Node, error) {
@@ -140,7 +131,7 @@ func (a *Approver) ownedBefore(index, key string, node *corev1.Node) (*corev1.No
 	var first *corev1.Node
 	for _, o := range objs {
 		other := o.(*corev1.Node)
-		if other.Name != node.Name && earlier(other, node) && (first == nil || earlier(other, first)) {
+		if other.Name != node.Name && podnet.CreatedBefore(other, node) && (first == nil || podnet.CreatedBefore(other, first)) {
 			first = other
 		}
 	}

@@ -23,6 +23,9 @@ type CompletedServer struct {
 	// KubernetesServiceIP and DNSServiceIP are the first and tenth
 	// addresses of --service-cidr.
 	KubernetesServiceIP, DNSServiceIP net.IP
+	// ClusterPrefix and ServicePrefix are --cluster-cidr and
+	// --service-cidr, parsed and masked.
+	ClusterPrefix, ServicePrefix netip.Prefix
 	// PassThrough holds the parsed --COMPONENT-arg flags, by component.
 	PassThrough PassThrough
 	// MemoryLimitBytes is --memory-limit in bytes; 0: the sizing rule.
@@ -78,9 +81,10 @@ func (s Server) Complete() (*CompletedServer, error) {
 	}
 	c.ExternalDurable = Endpoints(s.Datastore.Endpoint)
 	c.ExternalNoFsync = Endpoints(s.Datastore.NoFsyncEndpoint)
-	services := netip.MustParsePrefix(s.ServiceCIDR)
-	c.KubernetesServiceIP = nthAddress(services, 1)
-	c.DNSServiceIP = nthAddress(services, 10)
+	c.ServicePrefix = netip.MustParsePrefix(s.ServiceCIDR).Masked()
+	c.ClusterPrefix = netip.MustParsePrefix(s.ClusterCIDR).Masked()
+	c.KubernetesServiceIP = nthAddress(c.ServicePrefix, 1)
+	c.DNSServiceIP = nthAddress(c.ServicePrefix, 10)
 	return c, nil
 }
 

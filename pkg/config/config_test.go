@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -335,6 +336,9 @@ func TestCompleteResolvesOnce(t *testing.T) {
 	if c.Lease != want || c.NoFsyncDataDir != "/srv/k1m/etcd-nofsync" || c.KubernetesServiceIP.String() != "fddf:4035:b511::1" ||
 		c.DNSServiceIP.String() != "fddf:4035:b511::a" || !reflect.DeepEqual(c.PassThrough["kubelet"], []componentargs.Arg{{Name: "v", Value: "2"}}) {
 		t.Errorf("completed %+v", c)
+	}
+	if c.ServicePrefix != netip.MustParsePrefix("fddf:4035:b511::/112") || c.ClusterPrefix != netip.MustParsePrefix(DefaultClusterCIDR) {
+		t.Errorf("ranges completed to service %v, cluster %v", c.ServicePrefix, c.ClusterPrefix)
 	}
 	s.NoFsyncDataDir = "/run/k1m-nofsync"
 	if c, _ := s.Complete(); c.NoFsyncDataDir != "/run/k1m-nofsync" {

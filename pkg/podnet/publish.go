@@ -317,14 +317,18 @@ func (p *publisher) owner(n *corev1.Node, routeIndex, nodeIndex, key string) str
 	}
 	others, _ := p.nodes.ByIndex(nodeIndex, key)
 	for _, obj := range others {
-		if other := obj.(*corev1.Node); other.Name != n.Name && createdBefore(other, n) {
+		if other := obj.(*corev1.Node); other.Name != n.Name && CreatedBefore(other, n) {
 			return other.Name
 		}
 	}
 	return ""
 }
 
-func createdBefore(a, b *corev1.Node) bool {
+// CreatedBefore tells whether Node a was created before b, ties broken by
+// name: where two nodes claim one address or range and neither has it
+// bound, the first keeps it (the route publisher and the approver both
+// decide so).
+func CreatedBefore(a, b *corev1.Node) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}

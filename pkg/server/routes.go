@@ -1,8 +1,6 @@
 package server
 
 import (
-	"net/netip"
-
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/constants"
@@ -14,9 +12,6 @@ import (
 // through an address that is no server's but its own node's (the servers
 // the approver knows).
 func (s *Server) routeRules(client kubernetes.Interface) podnet.RouteRules {
-	// Both checked by Complete.
-	clusterCIDR, _ := netip.ParsePrefix(s.cfg.ClusterCIDR)
-	serviceCIDR, _ := netip.ParsePrefix(s.cfg.ServiceCIDR)
-	return podnet.RouteRules{ClusterCIDR: clusterCIDR.Masked(), NodeMask: constants.DefaultNodeMask, ServiceCIDR: serviceCIDR.Masked(),
-		Servers: s.controlPlane(client).Servers}
+	return podnet.RouteRules{ClusterCIDR: s.cfg.ClusterPrefix, NodeMask: constants.DefaultNodeMask, ServiceCIDR: s.cfg.ServicePrefix,
+		Servers: s.servers(client)}
 }

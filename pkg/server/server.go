@@ -307,16 +307,21 @@ func (s *Server) runElected(ctx context.Context, client kubernetes.Interface, le
 // controlPlane is what the approver refuses in kubelet serving
 // certificates; this server's own node may keep this server's addresses.
 func (s *Server) controlPlane(client kubernetes.Interface) approver.ControlPlane {
+	return approver.ControlPlane{ServiceCIDR: s.cfg.ServicePrefix, ClusterCIDR: s.cfg.ClusterPrefix, ClusterDomain: s.cfg.ClusterDomain, Gateways: nodeGateways(),
+		Servers: s.servers(client)}
+}
+
+// servers looks up the servers' addresses by node name, this server's own
+// among them: what the approver and the route publisher keep for each
+// server's own node.
+func (s *Server) servers(client kubernetes.Interface) func(context.Context) (map[string][]netip.Addr, error) {
 	var own []netip.Addr
 	for _, ip := range append(slices.Clone(s.hostIPs), net.ParseIP(s.advertise)) {
 		if addr, ok := netip.AddrFromSlice(ip); ok {
 			own = append(own, addr.Unmap())
 		}
 	}
-	serviceCIDR, _ := netip.ParsePrefix(s.cfg.ServiceCIDR) // checked by Complete
-	clusterCIDR, _ := netip.ParsePrefix(s.cfg.ClusterCIDR) // checked by Complete
-	return approver.ControlPlane{ServiceCIDR: serviceCIDR, ClusterCIDR: clusterCIDR, ClusterDomain: s.cfg.ClusterDomain, Gateways: nodeGateways(),
-		Servers: approver.ServersOf(client, s.nodeName, own)}
+	return approver.ServersOf(client, s.nodeName, own)
 }
 
 func (s *Server) step(format string, args ...any) {
