@@ -106,7 +106,15 @@ func (c *Cluster) setUpNetwork(context.Context) error {
 		return err
 	}
 	for _, n := range c.plan.namespaced() {
-		if err := host.AddNamespace(c.plan.Bridge, c.plan.namespace(n)); err != nil {
+		ns := c.plan.namespace(n)
+		// checkMachineFree left no cluster namespace, so a link of this
+		// name outlived one (see network.Host.DeletePorts).
+		if deleted, err := host.DeleteLink(ns.Veth); err != nil {
+			return err
+		} else if deleted {
+			c.logf("deleted veth %s, left by an earlier %s that something outside the harness still held", ns.Veth, ns.Name)
+		}
+		if err := host.AddNamespace(c.plan.Bridge, ns); err != nil {
 			return err
 		}
 	}
@@ -146,12 +154,20 @@ func namespaceEmpties(ns string, d time.Duration) bool {
 	}
 }
 
-// deleteBridge deletes the bridge; its ports went with the namespaces.
+// deleteBridge deletes the bridge and any port the namespaces did not
+// take with them, so that the next cluster finds every name free.
 func (c *Cluster) deleteBridge() error {
 	host, err := network.CurrentHost()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
+	left, err := host.DeletePorts(c.plan.Bridge.Name)
+	if len(left) > 0 {
+		c.logf("deleted %s, still on bridge %s after their namespaces were deleted", strings.Join(left, ", "), c.plan.Bridge.Name)
+	}
+	if err != nil {
+		return err
+	}
 	return host.DeleteBridge(c.plan.Bridge.Name)
 }

@@ -192,6 +192,54 @@ func (h *Host) LinkExists(name string) bool {
 	return err == nil
 }
 
+// DeleteLink deletes the host's link named name, if there is one, and
+// tells whether there was. Deleting a veth's host end deletes its peer
+// too, whichever namespace that is in.
+func (h *Host) DeleteLink(name string) (bool, error) {
+	link, err := h.nl.LinkByName(name)
+	if notFound(err) {
+		return false, nil
+	}
+	if err == nil {
+		err = h.nl.LinkDel(link)
+	}
+	if err != nil {
+		return false, fmt.Errorf("deleting link %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// DeletePorts deletes every link whose master is the bridge named
+// bridge (none when there is no such bridge) and returns their names.
+// A namespace's veth goes with the namespace, unless something outside
+// the harness still holds the namespace after its name is deleted (an
+// open file or a mount in another mount namespace): then its host end
+// stays a port of the bridge, and its name stays taken.
+func (h *Host) DeletePorts(bridge string) ([]string, error) {
+	br, err := h.nl.LinkByName(bridge)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bridge %s: %w", bridge, err)
+	}
+	links, err := h.nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	var deleted []string
+	for _, l := range links {
+		if l.Attrs().MasterIndex != br.Attrs().Index {
+			continue
+		}
+		if err := h.nl.LinkDel(l); err != nil && !notFound(err) {
+			return deleted, fmt.Errorf("deleting %s, a port of bridge %s: %w", l.Attrs().Name, bridge, err)
+		}
+		deleted = append(deleted, l.Attrs().Name)
+	}
+	return deleted, nil
+}
+
 // DeleteBridge deletes the bridge named name, if there is one.
 func (h *Host) DeleteBridge(name string) error {
 	link, err := h.nl.LinkByName(name)

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -389,5 +390,75 @@ func checkNothingLeft(t *testing.T, h *Host, bridge string, ns ...Namespace) {
 			t.Fatalf("links left: %v", left)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A namespace held past its deletion (here by an open handle, in CI by
+// something outside the harness) keeps its veth, whose name the next
+// cluster wants: DeletePorts and DeleteLink free it.
+func TestVethOfAHeldNamespace(t *testing.T) {
+	h := throwawayHost(t)
+	brName, _, a, b := testNames()
+	br := Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
+	t.Cleanup(func() {
+		DeleteNamespace(a.Name)
+		DeleteNamespace(b.Name)
+		h.DeleteBridge(br.Name)
+		ReleaseRunDir()
+	})
+	if err := h.EnsureBridge(br); err != nil {
+		t.Fatal(err)
+	}
+	held := func(n Namespace) {
+		t.Helper()
+		if err := h.AddNamespace(br, n); err != nil {
+			t.Fatal(err)
+		}
+		handle, err := netns.GetFromName(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { handle.Close() })
+		if err := DeleteNamespace(n.Name); err != nil {
+			t.Fatal(err)
+		}
+		if !h.LinkExists(n.Veth) {
+			t.Fatalf("%s went with its namespace although a handle holds it; the test shows nothing", n.Veth)
+		}
+	}
+
+	held(a)
+	if err := h.AddNamespace(br, a); !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("AddNamespace over a held namespace's veth: %v, want %v", err, unix.EEXIST)
+	}
+	DeleteNamespace(a.Name)
+	if deleted, err := h.DeleteLink(a.Veth); !deleted || err != nil {
+		t.Fatalf("DeleteLink(%s) = %v, %v; want true, nil", a.Veth, deleted, err)
+	}
+	if deleted, err := h.DeleteLink(a.Veth); deleted || err != nil {
+		t.Fatalf("DeleteLink(%s) again = %v, %v; want false, nil", a.Veth, deleted, err)
+	}
+	if err := h.AddNamespace(br, a); err != nil {
+		t.Fatalf("AddNamespace once the veth is deleted: %v", err)
+	}
+
+	held(b)
+	if err := DeleteNamespace(a.Name); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.DeletePorts(br.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	// a's veth may still be going with its namespace; b's must be among them.
+	if !slices.Contains(got, b.Veth) {
+		t.Errorf("DeletePorts = %q, want %s among them", got, b.Veth)
+	}
+	if h.LinkExists(b.Veth) {
+		t.Errorf("%s left after DeletePorts", b.Veth)
+	}
+	if got, err := h.DeletePorts("k1mt-missing"); got != nil || err != nil {
+		t.Errorf("DeletePorts of a missing bridge = %q, %v; want nothing", got, err)
 	}
 }
