@@ -99,7 +99,7 @@ verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, t
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 unit: deps-build ## unit tests of k1m's own code, built against the patched tree
-	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/faults/... ./test/runcshim/... ./test/cmd/...
+	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/faults/... ./test/runcshim/... ./test/cmd/... ./test/clustercheck/...
 
 integration: deps-cluster build images ## start a 3-node cluster from the built binary and check it through the API (test/integration)
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout 30m -v ./test/integration/

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,28 +252,22 @@ func EtcdSplit(ctx context.Context, t *testing.T, c Cluster) {
 }
 
 // ControllerManagerLeader is the server whose kube-controller-manager
-// leads now, as serversLogging numbers the servers, and its identity. The
-// holder of the Lease must have renewed it within 6 s (a leader renews
-// every 2 s, upstream's retry period; an older renewal is a holder's that
-// lost it, and the Lease is about to move). The servers of one machine
-// share a hostname, so the identity names its server only through the one
-// log that says it "became leader" (the LeaderElection Event the
-// controller-manager logs); the logs' latest "acquired" line is not
-// enough, since a leadership lost to a fault moves a few seconds later.
-func ControllerManagerLeader(ctx context.Context, client kubernetes.Interface, serversLogging func(text string) ([]int, error)) (int, string, error) {
+// leads now, numbered from 1 as in servers (their hostnames), and its
+// identity. The controller-manager's identity is hostname_uuid, and the
+// harness gives each server a hostname of its own (its name). The holder
+// of the Lease must have renewed it within 6 s (a leader renews every
+// 2 s, upstream's retry period; an older renewal is a holder's that lost
+// it, and the Lease is about to move).
+func ControllerManagerLeader(ctx context.Context, client kubernetes.Interface, servers []string) (int, string, error) {
 	holder, err := freshLeaseHolder(ctx, client, "kube-controller-manager", 6*time.Second)
 	if err != nil {
 		return 0, "", err
 	}
-	said := fmt.Sprintf("message=%q", holder+" became leader")
-	found, err := serversLogging(said)
-	if err != nil {
-		return 0, "", err
+	host, _, _ := strings.Cut(holder, "_")
+	if i := slices.Index(servers, host); i >= 0 {
+		return i + 1, holder, nil
 	}
-	if len(found) != 1 {
-		return 0, "", fmt.Errorf("servers %v logged %s, want one", found, said)
-	}
-	return found[0], holder, nil
+	return 0, "", fmt.Errorf("the Lease kube-system/kube-controller-manager is held by %s, whose hostname %q is none of the servers' %q", holder, host, servers)
 }
 
 // freshLeaseHolder is the holder of the leader Lease kube-system/name, or

@@ -2,7 +2,6 @@ package clustercheck
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -23,27 +22,21 @@ func leaderLease(holder string, renewed time.Duration) *coordinationv1.Lease {
 
 func TestControllerManagerLeader(t *testing.T) {
 	ctx := context.Background()
-	// Servers 2 and 3 took the Lease at some time; only server 3's log
-	// names the holder now.
-	logs := map[string][]int{`message="vm_a became leader"`: {3}, `message="vm_b became leader"`: {1, 2}}
-	serversLogging := func(text string) ([]int, error) { return logs[text], nil }
-	server, holder, err := ControllerManagerLeader(ctx, fake.NewClientset(leaderLease("vm_a", time.Second)), serversLogging)
-	if err != nil || server != 3 || holder != "vm_a" {
-		t.Errorf("ControllerManagerLeader = %d, %q, %v; want server 3, vm_a", server, holder, err)
+	servers := []string{"k1m-server-1", "k1m-server-2", "k1m-server-3"}
+	holder := "k1m-server-3_0a1b2c3d-0000-4000-8000-000000000000"
+	server, got, err := ControllerManagerLeader(ctx, fake.NewClientset(leaderLease(holder, time.Second)), servers)
+	if err != nil || server != 3 || got != holder {
+		t.Errorf("ControllerManagerLeader = %d, %q, %v; want server 3, %s", server, got, err, holder)
 	}
 	for what, client := range map[string]*fake.Clientset{
-		"a Lease renewed 20 s ago": fake.NewClientset(leaderLease("vm_a", 20*time.Second)),
-		"a Lease with no holder":   fake.NewClientset(leaderLease("", 0)),
-		"no Lease":                 fake.NewClientset(),
-		"a holder two logs name":   fake.NewClientset(leaderLease("vm_b", time.Second)),
-		"a holder no log names":    fake.NewClientset(leaderLease("vm_c", time.Second)),
+		"a Lease renewed 20 s ago":     fake.NewClientset(leaderLease(holder, 20*time.Second)),
+		"a Lease with no holder":       fake.NewClientset(leaderLease("", 0)),
+		"no Lease":                     fake.NewClientset(),
+		"a holder of another hostname": fake.NewClientset(leaderLease("vm_0a1b2c3d", time.Second)),
+		"a holder named as a prefix":   fake.NewClientset(leaderLease("k1m-server_0a1b2c3d", time.Second)),
 	} {
-		if server, holder, err := ControllerManagerLeader(ctx, client, serversLogging); err == nil {
+		if server, holder, err := ControllerManagerLeader(ctx, client, servers); err == nil {
 			t.Errorf("with %s: ControllerManagerLeader = %d, %q; want an error", what, server, holder)
 		}
-	}
-	unreadable := func(string) ([]int, error) { return nil, errors.New("no log") }
-	if _, _, err := ControllerManagerLeader(ctx, fake.NewClientset(leaderLease("vm_a", time.Second)), unreadable); err == nil {
-		t.Error("ControllerManagerLeader with unreadable logs: no error")
 	}
 }

@@ -144,7 +144,7 @@ func (f *Fixture) leaderServer(ctx context.Context) int {
 	for deadline := time.Now().Add(leaderWait); time.Now().Before(deadline); time.Sleep(time.Second) {
 		var leader int
 		var holder string
-		if leader, holder, err = clustercheck.ControllerManagerLeader(ctx, f.Client(1), f.H.ServersLogging); err == nil {
+		if leader, holder, err = clustercheck.ControllerManagerLeader(ctx, f.Client(1), f.H.ServerNames()); err == nil {
 			f.logf("the controller-manager's leader is server %d (%s)", leader, holder)
 			return leader
 		}

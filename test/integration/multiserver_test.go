@@ -274,29 +274,31 @@ func (m *multiCluster) requireMembersNamed(ctx context.Context, t *testing.T, wa
 	}
 }
 
-// leaders are the servers whose log says their controller-manager (or
-// scheduler) took the leader Lease, in the order of the logs' last such
-// line.
-func (m *multiCluster) leaders(component string) []int {
-	var out []int
-	for i := 1; i <= multiServers; i++ {
-		data, _ := os.ReadFile(m.h.Server(i).LogFile)
-		if strings.Contains(string(data), "successfully acquired lease kube-system/"+component) {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
+// requireOneLeader wants each election's Lease held by one of the
+// servers and renewed within its 15 s duration. kube-controller-manager's
+// and kube-scheduler's identities are hostname_uuid (each harness server
+// has a hostname of its own, its name); k1m's own elections take the
+// server's node name.
 func (m *multiCluster) requireOneLeader(ctx context.Context, t *testing.T) {
-	for _, component := range []string{"kube-controller-manager", "kube-scheduler", approver.Election, server.RoutesElection} {
-		lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, component, metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-			t.Errorf("Lease kube-system/%s: %v (no holder)", component, err)
-		}
-		if got := m.leaders(component); len(got) != 1 {
-			t.Errorf("%s: servers %v took the leader Lease, want exactly one", component, got)
-		}
+	servers := m.h.ServerNames()
+	for _, election := range []string{"kube-controller-manager", "kube-scheduler", approver.Election, server.RoutesElection} {
+		testutil.Eventually(t, 30*time.Second, "the Lease kube-system/"+election+" held by a server", func() error {
+			lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, election, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if lease.Spec.HolderIdentity == nil || lease.Spec.RenewTime == nil {
+				return fmt.Errorf("no holder")
+			}
+			holder := *lease.Spec.HolderIdentity
+			if host, _, _ := strings.Cut(holder, "_"); !slices.Contains(servers, host) {
+				return fmt.Errorf("held by %s, none of the servers %q", holder, servers)
+			}
+			if age := time.Since(lease.Spec.RenewTime.Time); age > 15*time.Second {
+				return fmt.Errorf("held by %s, renewed %s ago", holder, age.Round(time.Second))
+			}
+			return nil
+		})
 	}
 }
 

@@ -68,6 +68,16 @@ func (c *Cluster) UseK1M(path string) {
 // Server is server i (from 1).
 func (c *Cluster) Server(i int) Node { return c.plan.Servers[i-1] }
 
+// ServerNames are the servers' names, server 1's first: in a namespace of
+// its own, a server's hostname too.
+func (c *Cluster) ServerNames() []string {
+	names := make([]string, len(c.plan.Servers))
+	for i, s := range c.plan.Servers {
+		names[i] = s.Name
+	}
+	return names
+}
+
 // Agent is agent i (from 1).
 func (c *Cluster) Agent(i int) Node { return c.plan.Agents[i-1] }
 

@@ -94,7 +94,7 @@ func ip6tables(ns string, args ...string) error {
 	cmd := exec.Command("ip6tables", args...)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := network.Start(cmd, ns); err != nil {
+	if err := network.Start(cmd, ns, ""); err != nil {
 		return err
 	}
 	if err := cmd.Wait(); err != nil {

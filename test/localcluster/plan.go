@@ -158,6 +158,15 @@ func (p Plan) namespaced() []Node {
 	return out
 }
 
+// hostname is the hostname node n's processes see: its name when it has
+// a network namespace of its own (a machine of its own), else the host's.
+func (n Node) hostname() string {
+	if n.Netns == "" {
+		return ""
+	}
+	return n.Name
+}
+
 // namespace is node n's network namespace on the bridge.
 func (p Plan) namespace(n Node) network.Namespace {
 	return network.Namespace{Name: n.Netns, Veth: n.Veth, Addr: netip.PrefixFrom(n.Addr, p.Bridge.Addr.Bits())}
@@ -165,8 +174,11 @@ func (p Plan) namespace(n Node) network.Namespace {
 
 // Command is how to run one k1m process.
 type Command struct {
-	Netns string   // network namespace; empty: the host's
-	Args  []string // argv, the k1m binary first
+	Netns string // network namespace; empty: the host's
+	// Hostname is the hostname of a UTS namespace of its own (the node's
+	// name, as on a machine of its own); empty: the host's.
+	Hostname string
+	Args     []string // argv, the k1m binary first
 	// Env is set on top of the harness's own environment (which never
 	// passes its own K1M_TOKEN on).
 	Env []string
@@ -204,7 +216,7 @@ func (p Plan) ServerCommand(i int, token string) Command {
 		args = append(args, "--server", p.Servers[0].URL())
 		env = []string{"K1M_TOKEN=" + token}
 	}
-	return Command{Netns: n.Netns, Args: append(args, p.opts.ServerArgs...), Env: env}
+	return Command{Netns: n.Netns, Hostname: n.hostname(), Args: append(args, p.opts.ServerArgs...), Env: env}
 }
 
 // AgentCommand runs agent i, joining server 1 with token; without one it
@@ -219,7 +231,7 @@ func (p Plan) AgentCommand(i int, token string) Command {
 	if token != "" {
 		env = []string{"K1M_TOKEN=" + token}
 	}
-	return Command{Netns: n.Netns, Args: args, Env: env}
+	return Command{Netns: n.Netns, Hostname: n.hostname(), Args: args, Env: env}
 }
 
 // serverNode is server i, or an error naming the valid range.

@@ -122,7 +122,7 @@ func TestOneServerAndAgents(t *testing.T) {
 	if len(p.Agents) != 2 || !reflect.DeepEqual(p.Agents[1], wantAgent) {
 		t.Errorf("agents %+v, want 2, the second %+v", p.Agents, wantAgent)
 	}
-	wantAgentCmd := Command{Netns: "k1m-node-1", Args: []string{"/k/k1m", "agent", "--server", "https://[fddf:4035:b520::1]:6443",
+	wantAgentCmd := Command{Netns: "k1m-node-1", Hostname: "k1m-node-1", Args: []string{"/k/k1m", "agent", "--server", "https://[fddf:4035:b520::1]:6443",
 		"--node-name", "k1m-node-1", "--node-ip", "fddf:4035:b520::11",
 		"--data-dir", "/d/nodes/k1m-node-1", "--run-dir", "/run/k1m/k1m-node-1", "--images-dir", "/i",
 		"--pod-logs-dir", "/d/nodes/k1m-node-1/pod-logs"}, Env: []string{"K1M_TOKEN=K10abc::secret"}}
@@ -154,20 +154,20 @@ func TestThreeServers(t *testing.T) {
 		[]string{"/d/server", "/c/server.pid", "fddf:4035:b520::1:1", "fddf:4035:b520::1:3"}) {
 		t.Errorf("server 1's data, pid file and address, server 3's address: %q", got)
 	}
-	want1 := Command{Netns: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
+	want1 := Command{Netns: "k1m-server-1", Hostname: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
 		"--node-name", "k1m-server-1", "--node-ip", "fddf:4035:b520::1:1", "--advertise-address", "fddf:4035:b520::1:1",
 		"--memory-limit", "3Gi", "--cluster-init", "--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, "ignored"); !reflect.DeepEqual(got, want1) {
 		t.Errorf("server 1 command:\n got %#v\nwant %#v", got, want1)
 	}
-	wantCmd2 := Command{Netns: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
+	wantCmd2 := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
 		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
 		"--memory-limit", "3Gi", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
 		Env: []string{"K1M_TOKEN=K10abc::secret"}}
 	if got := p.ServerCommand(2, "K10abc::secret"); !reflect.DeepEqual(got, wantCmd2) {
 		t.Errorf("server 2 command:\n got %#v\nwant %#v", got, wantCmd2)
 	}
-	wantAgent := Command{Netns: "k1m-node-2", Args: []string{"/k/k1m", "agent", "--server", "https://[fddf:4035:b520::1:1]:6443",
+	wantAgent := Command{Netns: "k1m-node-2", Hostname: "k1m-node-2", Args: []string{"/k/k1m", "agent", "--server", "https://[fddf:4035:b520::1:1]:6443",
 		"--node-name", "k1m-node-2", "--node-ip", "fddf:4035:b520::12",
 		"--data-dir", "/d/nodes/k1m-node-2", "--run-dir", "/run/k1m/k1m-node-2", "--images-dir", "/i",
 		"--pod-logs-dir", "/d/nodes/k1m-node-2/pod-logs"}, Env: []string{"K1M_TOKEN=K10abc::secret"}}
@@ -194,7 +194,7 @@ func TestProviderPodRoutes(t *testing.T) {
 	o := base(3, 3)
 	o.PodRoutes = constants.PodRoutesProvider
 	c := newCluster(t, o)
-	want := Command{Netns: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
+	want := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
 		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
 		"--memory-limit", "3Gi", "--pod-routes=provider", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
 		Env: []string{"K1M_TOKEN=K10abc::secret"}}

@@ -50,7 +50,7 @@ func (c *Cluster) startBackground(n Node, cmd Command) error {
 	p.Env = environ(cmd.Env)
 	p.Stdout, p.Stderr = log, log
 	p.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := network.Start(p, cmd.Netns); err != nil {
+	if err := network.Start(p, cmd.Netns, cmd.Hostname); err != nil {
 		return fmt.Errorf("starting %s: %w", n.Label(), err)
 	}
 	// Reaped while this process lives (a test's, say): an exited child
@@ -79,7 +79,7 @@ func (c *Cluster) runForeground(ctx context.Context, n Node, cmd Command, out io
 	p.Stdout, p.Stderr = w, w
 	p.Cancel = func() error { return p.Process.Signal(syscall.SIGTERM) }
 	p.WaitDelay = stopGrace
-	if err := network.Start(p, cmd.Netns); err != nil {
+	if err := network.Start(p, cmd.Netns, cmd.Hostname); err != nil {
 		return fmt.Errorf("starting %s: %w", n.Label(), err)
 	}
 	return p.Wait()

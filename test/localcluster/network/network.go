@@ -356,7 +356,7 @@ func createNamed(name string) (netns.NsHandle, error) {
 }
 
 // onOwnThread runs fn on an OS thread of its own, which fn may move to
-// another network namespace: the thread goes back to the namespace it
+// another network or UTS namespace: the thread goes back to the ones it
 // had afterwards, and when that fails it is retired (its goroutine ends
 // locked to it, so the runtime ends the thread) rather than left to run
 // other goroutines in the wrong namespace.
@@ -371,9 +371,20 @@ func onOwnThread(fn func() error) error {
 			return
 		}
 		defer orig.Close()
+		origUTS, err := unix.Open("/proc/thread-self/ns/uts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("opening the thread's UTS namespace: %w", err)
+			return
+		}
+		defer unix.Close(origUTS)
 		err = fn()
 		if serr := netns.Set(orig); serr != nil {
 			errc <- errors.Join(err, fmt.Errorf("restoring the thread's network namespace: %w", serr))
+			return
+		}
+		if serr := unix.Setns(origUTS, unix.CLONE_NEWUTS); serr != nil {
+			errc <- errors.Join(err, fmt.Errorf("restoring the thread's UTS namespace: %w", serr))
 			return
 		}
 		runtime.UnlockOSThread()
@@ -492,20 +503,46 @@ func Pids(name string) ([]int, error) {
 // empty): it joins only the network namespace, on a thread of its own,
 // and forks from there. Not `ip netns exec`, which also remounts /sys for
 // the namespace, hiding the cgroup file systems the kubelet needs (the
-// shell harness used nsenter --net for the same reason).
-func Start(cmd *exec.Cmd, name string) error {
-	if name == "" {
+// shell harness used nsenter --net for the same reason). A hostname gives
+// cmd a UTS namespace of its own with that hostname, as a machine of its
+// own has: the identities kube-controller-manager and kube-scheduler
+// take in their leader Leases (hostname_uuid) then name their node.
+func Start(cmd *exec.Cmd, name, hostname string) error {
+	if name == "" && hostname == "" {
 		return cmd.Start()
 	}
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		return fmt.Errorf("network namespace %s: %w", name, err)
+	ns := netns.None()
+	if name != "" {
+		var err error
+		if ns, err = netns.GetFromName(name); err != nil {
+			return fmt.Errorf("network namespace %s: %w", name, err)
+		}
+		defer ns.Close()
 	}
-	defer ns.Close()
-	return onOwnThread(func() error {
-		if err := netns.Set(ns); err != nil {
-			return fmt.Errorf("joining network namespace %s: %w", name, err)
+	enter := func() error {
+		if hostname != "" {
+			if err := enterUTS(hostname); err != nil {
+				return err
+			}
+		}
+		if name != "" {
+			if err := netns.Set(ns); err != nil {
+				return fmt.Errorf("joining network namespace %s: %w", name, err)
+			}
 		}
 		return cmd.Start()
-	})
+	}
+	return onOwnThread(enter)
+}
+
+// enterUTS moves the calling thread into a new UTS namespace named
+// hostname (onOwnThread moves it back).
+func enterUTS(hostname string) error {
+	if err := unix.Unshare(unix.CLONE_NEWUTS); err != nil {
+		return fmt.Errorf("a UTS namespace for %s: %w", hostname, err)
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return fmt.Errorf("hostname %s: %w", hostname, err)
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,7 @@ func TestBridgeAndNamespaces(t *testing.T) {
 	}
 	checkReachable(t, a, b)
 	checkPids(t, a)
+	checkHostname(t, a)
 
 	for _, n := range []Namespace{a, b} {
 		if err := DeleteNamespace(n.Name); err != nil {
@@ -242,7 +244,7 @@ func checkPids(t *testing.T, n Namespace) {
 		t.Errorf("Pids(%s) before = %v, %v; want none", n.Name, pids, err)
 	}
 	cmd := exec.Command("sleep", "60")
-	if err := Start(cmd, n.Name); err != nil {
+	if err := Start(cmd, n.Name, ""); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
@@ -252,6 +254,44 @@ func checkPids(t *testing.T, n Namespace) {
 	own, _ := os.Readlink("/proc/self/ns/net")
 	if child, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); child == own {
 		t.Errorf("process started in %s runs in the test's network namespace %s", n.Name, own)
+	}
+}
+
+// Start with a hostname: the process has a UTS namespace of its own with
+// that hostname, in the named network namespace; the caller's hostname
+// and UTS namespace stay as they were.
+func checkHostname(t *testing.T, n Namespace) {
+	t.Helper()
+	before, _ := os.Hostname()
+	ownUTS, _ := os.Readlink("/proc/self/ns/uts")
+	ownNet, _ := os.Readlink("/proc/self/ns/net")
+	for i := 0; i < 3; i++ { // later Starts must not run on a thread an earlier one changed
+		cmd := exec.Command("sh", "-c", "cat /proc/sys/kernel/hostname; readlink /proc/self/ns/uts /proc/self/ns/net")
+		var out strings.Builder
+		cmd.Stdout = &out
+		if err := Start(cmd, n.Name, "k1mt-host"); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Fields(out.String())
+		if len(got) != 3 || got[0] != "k1mt-host" || got[1] == ownUTS || got[2] == ownNet {
+			t.Errorf("a process started in %s as k1mt-host saw hostname, UTS and network namespaces %q; want k1mt-host, not %s, not %s", n.Name, got, ownUTS, ownNet)
+		}
+		var hostOnly strings.Builder
+		plain := exec.Command("cat", "/proc/sys/kernel/hostname")
+		plain.Stdout = &hostOnly
+		if err := Start(plain, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		plain.Wait()
+		if after, _ := os.Hostname(); after != before || strings.TrimSpace(hostOnly.String()) != before {
+			t.Errorf("after Start with a hostname: this process's hostname %q, a plain child's %q; want %q", after, strings.TrimSpace(hostOnly.String()), before)
+		}
+	}
+	if uts, _ := os.Readlink("/proc/self/ns/uts"); uts != ownUTS {
+		t.Errorf("this thread's UTS namespace is %s, was %s", uts, ownUTS)
 	}
 }
 
