@@ -221,6 +221,22 @@ func (s Snapshot) Sum(name string) float64 {
 	return total
 }
 
+// SumWhere sums family name's series (counters and gauges) whose labels
+// hold every pair of where.
+func (s Snapshot) SumWhere(name string, where map[string]string) float64 {
+	total := 0.0
+	for _, m := range s[name].GetMetric() {
+		matches := true
+		for k, v := range where {
+			matches = matches && label(m, k) == v
+		}
+		if matches {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
 // HistogramsBy sums family name's series into one cumulative histogram
 // per value of label by, e.g. the controller-manager's
 // workqueue_queue_duration_seconds per queue "name".

@@ -146,3 +146,23 @@ kubeproxy_sync_proxy_rules_endpoint_changes_total{a="y"} 6
 		t.Errorf("Sum of the gauge, the counter and an absent family = %v, want [4 11 0]", sums)
 	}
 }
+
+func TestSumWhereMatchesEveryLabel(t *testing.T) {
+	s, err := Parse(`# TYPE apiserver_longrunning_requests gauge
+apiserver_longrunning_requests{resource="nodes",scope="cluster",verb="WATCH"} 4
+apiserver_longrunning_requests{resource="nodes",scope="resource",verb="WATCH"} 5
+apiserver_longrunning_requests{resource="pods",scope="cluster",verb="WATCH"} 7
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [4]float64{
+		s.SumWhere("apiserver_longrunning_requests", map[string]string{"resource": "nodes", "scope": "cluster", "verb": "WATCH"}),
+		s.SumWhere("apiserver_longrunning_requests", map[string]string{"resource": "nodes"}),
+		s.SumWhere("apiserver_longrunning_requests", nil),
+		s.SumWhere("apiserver_longrunning_requests", map[string]string{"resource": "leases"}),
+	}
+	if want := [4]float64{4, 9, 16, 0}; got != want {
+		t.Errorf("SumWhere = %v, want %v", got, want)
+	}
+}

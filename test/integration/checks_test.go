@@ -273,36 +273,17 @@ func tail(out []byte) string {
 	return strings.Join(lines, "\n")
 }
 
-// testNodeWatches reads, from kube-apiserver's metrics, how many watches
-// of every Node it holds (scope "cluster"; a kubelet's or kube-proxy's
-// watch of its own Node is scope "resource"). They must not grow with the
-// nodes: kube-controller-manager's, kube-scheduler's, the route
-// publisher's and the approver's, where every node's pod network used to add one (each Node
+// testNodeWatches wants kube-apiserver to hold 6 watches of every Node
+// (requireEveryNodeWatches): its own, kube-controller-manager's,
+// kube-scheduler's, the route publisher's, the approver's (whose serving
+// decisions check every Node's addresses) and this test's NotReady
+// monitor (TestCluster's watchNotReady); the audit log shows these six
+// users and no node. Every node's pod network used to add one (each Node
 // status report then reached every node: 5 such watches with 2 nodes, 8
 // with 5, measured before the routes were published). The pod routes the
 // nodes follow are published, one per node.
 func testNodeWatches(ctx context.Context, t *testing.T, c *cluster) {
-	raw, err := c.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	watches := -1
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="nodes"`) &&
-			strings.Contains(line, `scope="cluster"`) && strings.Contains(line, `verb="WATCH"`) {
-			f := strings.Fields(line)
-			watches, _ = strconv.Atoi(f[len(f)-1])
-		}
-	}
-	t.Logf("watches of every Node: %d (with %d nodes)", watches, nodes)
-	// kube-apiserver's own, kube-controller-manager's, kube-scheduler's (the
-	// 3 the counts above have whatever the nodes), the route publisher's,
-	// the approver's (whose serving decisions check every Node's
-	// addresses) and this test's NotReady monitor (TestCluster's
-	// watchNotReady); the audit log shows these six users and no node.
-	if watches < 1 || watches > 6 {
-		t.Errorf("kube-apiserver holds %d watches of every Node with %d nodes, want at most 6: a node watches every Node", watches, nodes)
-	}
+	requireEveryNodeWatches(ctx, t, []kubernetes.Interface{c.client}, nodes, 6)
 	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{LabelSelector: podnet.RouteLabel})
 	if err != nil || len(routes.Items) != nodes {
 		t.Errorf("%s holds %d routes (%v), want one per node (%d)", podnet.RoutesNamespace, len(routes.Items), err, nodes)

@@ -120,12 +120,6 @@ func TestCluster(t *testing.T) {
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
-	// The 6 watches of every Node testNodeWatches counts, and the changed
-	// node's own kubelet, kube-proxy and k1m agent: 9 whatever the
-	// nodes (a watch of every Node per node would add 3 here).
-	t.Run("NodeChangeReachesAConstantNumberOfWatchers", func(t *testing.T) {
-		requireNodeFanout(ctx, t, []kubernetes.Interface{c.client}, "k1m-node-1", nodes, 9)
-	})
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })

@@ -154,20 +154,35 @@ func namespaceEmpties(ns string, d time.Duration) bool {
 	}
 }
 
-// deleteBridge deletes the bridge and any port the namespaces did not
-// take with them, so that the next cluster finds every name free.
+// deleteBridge deletes the bridge once the namespaces' veths have gone
+// with them (within portsGrace), deleting any that has not, so that the
+// next cluster finds every name free.
 func (c *Cluster) deleteBridge() error {
 	host, err := network.CurrentHost()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	left, err := host.DeletePorts(c.plan.Bridge.Name)
-	if len(left) > 0 {
-		c.logf("deleted %s, still on bridge %s after their namespaces were deleted", strings.Join(left, ", "), c.plan.Bridge.Name)
+	for deadline := time.Now().Add(portsGrace); ; time.Sleep(100 * time.Millisecond) {
+		ports, err := host.Ports(c.plan.Bridge.Name)
+		if err != nil {
+			return err
+		}
+		if len(ports) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	held, err := host.DeletePorts(c.plan.Bridge.Name)
+	if len(held) > 0 {
+		c.logf("deleted %s: still on bridge %s %s after their namespaces were deleted (something outside the harness holds a namespace)", strings.Join(held, ", "), c.plan.Bridge.Name, portsGrace)
 	}
 	if err != nil {
 		return err
 	}
 	return host.DeleteBridge(c.plan.Bridge.Name)
 }
+
+// portsGrace is how long a deleted namespace's veth may take to go: the
+// kernel tears a namespace down in the background, after its name is
+// deleted and its last process has ended.
+const portsGrace = 10 * time.Second

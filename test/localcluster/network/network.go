@@ -197,11 +197,11 @@ func (h *Host) LinkExists(name string) bool {
 // too, whichever namespace that is in.
 func (h *Host) DeleteLink(name string) (bool, error) {
 	link, err := h.nl.LinkByName(name)
-	if notFound(err) {
-		return false, nil
-	}
 	if err == nil {
 		err = h.nl.LinkDel(link)
+	}
+	if gone(err) {
+		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("deleting link %s: %w", name, err)
@@ -209,13 +209,14 @@ func (h *Host) DeleteLink(name string) (bool, error) {
 	return true, nil
 }
 
-// DeletePorts deletes every link whose master is the bridge named
-// bridge (none when there is no such bridge) and returns their names.
-// A namespace's veth goes with the namespace, unless something outside
-// the harness still holds the namespace after its name is deleted (an
-// open file or a mount in another mount namespace): then its host end
-// stays a port of the bridge, and its name stays taken.
-func (h *Host) DeletePorts(bridge string) ([]string, error) {
+// Ports lists the links whose master is the bridge named bridge (none
+// when there is no such bridge). A namespace's veth goes with the
+// namespace, shortly after its last reference (the kernel tears it down
+// in the background), unless something outside the harness still holds
+// the namespace after its name is deleted (an open file or a mount in
+// another mount namespace): then its host end stays a port of the
+// bridge, and its name stays taken.
+func (h *Host) Ports(bridge string) ([]netlink.Link, error) {
 	br, err := h.nl.LinkByName(bridge)
 	if notFound(err) {
 		return nil, nil
@@ -227,12 +228,30 @@ func (h *Host) DeletePorts(bridge string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
-	var deleted []string
+	var ports []netlink.Link
 	for _, l := range links {
-		if l.Attrs().MasterIndex != br.Attrs().Index {
+		if l.Attrs().MasterIndex == br.Attrs().Index {
+			ports = append(ports, l)
+		}
+	}
+	return ports, nil
+}
+
+// DeletePorts deletes every port of the bridge named bridge (Ports) and
+// returns the names of those it deleted; one that went meanwhile is not
+// an error.
+func (h *Host) DeletePorts(bridge string) ([]string, error) {
+	ports, err := h.Ports(bridge)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	for _, l := range ports {
+		err := h.nl.LinkDel(l)
+		if gone(err) {
 			continue
 		}
-		if err := h.nl.LinkDel(l); err != nil && !notFound(err) {
+		if err != nil {
 			return deleted, fmt.Errorf("deleting %s, a port of bridge %s: %w", l.Attrs().Name, bridge, err)
 		}
 		deleted = append(deleted, l.Attrs().Name)
@@ -337,6 +356,9 @@ func notFound(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf)
 }
+
+// gone tells whether err says a link is not there (any more).
+func gone(err error) bool { return notFound(err) || errors.Is(err, unix.ENODEV) }
 
 // createNamed creates the named namespace name, as `ip netns add` does.
 func createNamed(name string) (netns.NsHandle, error) {
