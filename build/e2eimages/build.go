@@ -28,8 +28,12 @@ type Inputs struct {
 	Busybox string
 	// BashStatic is Debian's bash-static binary, the busybox image's sh.
 	BashStatic string
-	// Work holds the Debian root file system and layers between builds.
+	// Work holds the images' layers between builds.
 	Work string
+	// Debian holds the Debian root file system and its layer, named by
+	// their packages (debian.Key), across builds and clones: the machine's
+	// cache (k1m-build's CacheDir). Empty: Work.
+	Debian string
 	// Mirror is the Debian mirror debootstrap uses.
 	Mirror string
 	Log    io.Writer
@@ -37,7 +41,7 @@ type Inputs struct {
 
 // Build writes every image of Set into one docker archive at path; the
 // Debian layer is stored once. The Debian root file system and its layer
-// are kept in in.Work and reused while DebianPackages stay the same.
+// are kept in in.Debian and reused while DebianPackages stay the same.
 func Build(in Inputs, path string) error {
 	base, err := in.debianLayer()
 	if err != nil {
@@ -133,8 +137,8 @@ func (in Inputs) scratchFiles(name string) (map[string]string, images.Config) {
 // debianLayer makes (once) the Debian root file system and its layer.
 func (in Inputs) debianLayer() (images.Layer, error) {
 	key := debianKey()
-	root := filepath.Join(in.Work, "debian-"+key)
-	layerPath := filepath.Join(in.Work, "layers", "debian-"+key+".tar")
+	root := in.debianRoot()
+	layerPath := filepath.Join(in.debianDir(), "layers", "debian-"+key+".tar")
 	idPath := layerPath + ".diffid"
 	if id, err := os.ReadFile(idPath); err == nil {
 		if _, err := os.Stat(layerPath); err == nil {
@@ -152,6 +156,17 @@ func (in Inputs) debianLayer() (images.Layer, error) {
 	}
 	return layer, os.WriteFile(idPath, []byte(layer.DiffID+"\n"), 0o644)
 }
+
+// debianDir holds the Debian tree and its layer.
+func (in Inputs) debianDir() string {
+	if in.Debian != "" {
+		return in.Debian
+	}
+	return in.Work
+}
+
+// debianRoot is the Debian tree.
+func (in Inputs) debianRoot() string { return filepath.Join(in.debianDir(), "debian-"+debianKey()) }
 
 // debianKey names the Debian tree after what goes into it.
 func debianKey() string { return debian.Key(DebianPackages) }

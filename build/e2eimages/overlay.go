@@ -115,7 +115,7 @@ func (in Inputs) appendBase(o *overlay, path, lines string, mode os.FileMode) {
 	if o.err != nil {
 		return
 	}
-	data, err := os.ReadFile(filepath.Join(in.Work, "debian-"+debianKey(), path))
+	data, err := os.ReadFile(filepath.Join(in.debianRoot(), path))
 	if err != nil {
 		o.err = fmt.Errorf("reading the Debian tree's %s: %w", path, err)
 		return

@@ -67,7 +67,12 @@ func (p project) conformance() error {
 	if err != nil {
 		return err
 	}
-	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, BashStatic: bashStaticPath, Work: work, Mirror: mirror, Log: p.log}
+	cache, err := CacheDir()
+	if err != nil {
+		return err
+	}
+	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, BashStatic: bashStaticPath,
+		Work: work, Debian: filepath.Join(cache, "e2e-debian"), Mirror: mirror, Log: p.log}
 	if err := e2eimages.Build(in, filepath.Join(imgDir, "e2e-test-images.tar")); err != nil {
 		return err
 	}

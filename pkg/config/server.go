@@ -12,7 +12,6 @@ import (
 
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/constants"
-	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/schedulerconfig"
@@ -123,7 +122,7 @@ func DefaultServer() Server {
 		PodLogsDir:                        DefaultPodLogsDir,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
-		EtcdQuotaBytes: etcd.DefaultQuotaBytes,
+		EtcdQuotaBytes: constants.EtcdDefaultQuotaBytes,
 		EtcdSnapshots:  defaultEtcdSnapshots(),
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 
-	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // EtcdSnapshots are the durable etcd's scheduled snapshots (k3s's flags
@@ -73,7 +73,7 @@ func (r ClusterReset) validate() error {
 
 func requireEtcdQuota(quota int64) error {
 	if quota < MinEtcdQuotaBytes || quota > MaxEtcdQuotaBytes {
-		return fmt.Errorf("--etcd-quota-backend-bytes %d: want from %d (16 MiB) to %d (64 GiB); the default is %d (8 GiB)", quota, MinEtcdQuotaBytes, MaxEtcdQuotaBytes, int64(etcd.DefaultQuotaBytes))
+		return fmt.Errorf("--etcd-quota-backend-bytes %d: want from %d (16 MiB) to %d (64 GiB); the default is %d (8 GiB)", quota, MinEtcdQuotaBytes, MaxEtcdQuotaBytes, int64(constants.EtcdDefaultQuotaBytes))
 	}
 	return nil
 }

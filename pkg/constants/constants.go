@@ -10,6 +10,11 @@ import (
 	"strings"
 )
 
+// EtcdDefaultQuotaBytes is the durable etcd's default quota: etcd's own
+// 2 GiB is raised because Leases of many nodes churn revisions fast, and
+// kube-apiserver compacts only every 5 minutes.
+const EtcdDefaultQuotaBytes = 8 << 30
+
 // NoFsyncResources are the resources k1m keeps in the no-fsync etcd, in
 // kube-apiserver's --etcd-servers-overrides spelling (group/resource; the
 // core group is empty). They are rewritten all the time (a Lease every

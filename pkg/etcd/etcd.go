@@ -22,6 +22,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/wal"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // TLS names the files an etcd member serves and checks clients with.
@@ -99,10 +101,9 @@ func (m Member) LocalURL() string {
 	return (&url.URL{Scheme: "unix", Path: m.LocalSocket}).String()
 }
 
-// DefaultQuotaBytes is the durable etcd's default quota: etcd's own 2 GiB
-// is raised because Leases of many nodes churn revisions fast, and
-// kube-apiserver compacts only every 5 minutes.
-const DefaultQuotaBytes = 8 << 30
+// DefaultQuotaBytes is the durable etcd's default quota
+// (constants.EtcdDefaultQuotaBytes).
+const DefaultQuotaBytes = constants.EtcdDefaultQuotaBytes
 
 // ClientURL is the URL clients on the member's machine use.
 func (m Member) ClientURL() string {
