@@ -47,3 +47,22 @@ func DialUnixAsNobody(path string) error {
 	}()
 	return <-done
 }
+
+// TeardownMargin is what Budget leaves before the test binary's own
+// deadline (go test -timeout) for taking a cluster down: a test that
+// runs out of its budget still tears down, rather than panic with its
+// cluster running.
+const TeardownMargin = 2 * time.Minute
+
+// Budget is a context that ends after budget, or TeardownMargin before
+// go test's -timeout, whichever comes first: a cluster test's share of
+// its target's time. It logs the deadline it sets.
+func Budget(t *testing.T, budget time.Duration) (context.Context, context.CancelFunc) {
+	t.Helper()
+	deadline := time.Now().Add(budget)
+	if d, ok := t.Deadline(); ok && d.Add(-TeardownMargin).Before(deadline) {
+		deadline = d.Add(-TeardownMargin)
+	}
+	t.Logf("budget: %s, until %s", time.Until(deadline).Round(time.Second), deadline.Format(time.TimeOnly))
+	return context.WithDeadline(context.Background(), deadline)
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // TestFaults runs the campaign: `make faults` (every scenario, or
@@ -52,7 +54,7 @@ func TestFaults(t *testing.T) {
 		c.opts.FromK1M = from
 	}
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 85*time.Minute)
+	ctx, cancel := testutil.Budget(t, 85*time.Minute)
 	defer cancel()
 	// Deferred first: a cluster whose up failed (t.Fatal) is taken down too,
 	// not left running for the next test.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/localcluster"
 )
@@ -112,7 +113,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.client = kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := testutil.Budget(t, 10*time.Minute)
 	defer cancel()
 
 	flaps := watchNotReady(ctx, t, c.client)

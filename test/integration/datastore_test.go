@@ -131,7 +131,7 @@ func TestExternalDatastore(t *testing.T) {
 		t.Fatal(err)
 	}
 	bridge := net.IP(probe.Plan().Bridge.Addr.Addr().AsSlice())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := testutil.Budget(t, 5*time.Minute)
 	defer cancel()
 	ext := startExternalEtcd(ctx, t, filepath.Join(dataRoot, "operator-etcd"), bridge)
 	// One CoreDNS replica per node: three, one more than at the start.

@@ -79,7 +79,7 @@ func TestMultiServer(t *testing.T) {
 		cfg.Timeout = 5 * time.Second
 		m.clients = append(m.clients, kubernetes.NewForConfigOrDie(cfg))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := testutil.Budget(t, 13*time.Minute)
 	defer cancel()
 	t.Run("NodesReadyAndRaftMembers", func(t *testing.T) {
 		requireNodesReady(ctx, t, m.client(1), multiNodes)
