@@ -51,15 +51,23 @@ func testNames() (bridge, nsPrefix string, a, b Namespace) {
 		Namespace{Name: nsPrefix + "b", Veth: fmt.Sprintf("k1mt-%db", id), Addr: prefix("fddf:4035:b5ff::1:1/64")}
 }
 
-func TestBridgeAndNamespaces(t *testing.T) {
-	h := throwawayHost(t)
+// testBridge is a throwaway host with the test's bridge (not yet made)
+// and two namespaces (not yet added), all removed at the test's end.
+func testBridge(t *testing.T) (h *Host, br Bridge, nsPrefix string, a, b Namespace) {
+	h = throwawayHost(t)
 	brName, nsPrefix, a, b := testNames()
-	br := Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
+	br = Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
 	t.Cleanup(func() {
 		DeleteNamespace(a.Name)
 		DeleteNamespace(b.Name)
+		h.DeleteBridge(br.Name)
 		ReleaseRunDir()
 	})
+	return h, br, nsPrefix, a, b
+}
+
+func TestBridgeAndNamespaces(t *testing.T) {
+	h, br, nsPrefix, a, b := testBridge(t)
 	if err := h.EnsureBridge(br); err != nil {
 		t.Fatal(err)
 	}
@@ -433,19 +441,11 @@ func checkNothingLeft(t *testing.T, h *Host, bridge string, ns ...Namespace) {
 	}
 }
 
-// A namespace held past its deletion (here by an open handle, in CI by
-// something outside the harness) keeps its veth, whose name the next
-// cluster wants: DeletePorts and DeleteLink free it.
+// A namespace held past its deletion (here by an open handle; anything
+// outside the harness can) keeps its veth, whose name the next cluster
+// wants: DeletePorts and DeleteLink free it.
 func TestVethOfAHeldNamespace(t *testing.T) {
-	h := throwawayHost(t)
-	brName, _, a, b := testNames()
-	br := Bridge{Name: brName, Addr: netip.MustParsePrefix("fddf:4035:b5ff::1/64")}
-	t.Cleanup(func() {
-		DeleteNamespace(a.Name)
-		DeleteNamespace(b.Name)
-		h.DeleteBridge(br.Name)
-		ReleaseRunDir()
-	})
+	h, br, _, a, b := testBridge(t)
 	if err := h.EnsureBridge(br); err != nil {
 		t.Fatal(err)
 	}
