@@ -3,40 +3,29 @@
 // kube-controller-manager and kube-scheduler as supervised child
 // processes (started again whenever they end), the join and cluster
 // manifests, and (unless disabled) the node agent. Run validates nothing
-// itself: it gets a completed config (pkg/config) and runs named phases,
-// as kubeadm does, in this order:
+// itself: it gets a completed config (pkg/config) and runs one ordered
+// list of named phases (Server.phases in phases.go, the table in
+// docs/server.md), each leaving what it made on the Server:
 //
-//	phase            file              what it does
-//	Resolve          server.go         the node's name and addresses
-//	Preflight        server.go         ports free, directories writable, the
-//	                                   data made for this node name
-//	Memory           memory.go         the control plane's memory limit, GOMEMLIMIT
-//	Cluster          cluster.go        alone, first of several, or joining: the
-//	                                   server bundle fetched with the server token
-//	Token            server.go         the join token and the server token
-//	PKI              pki.go            the CAs and every certificate
-//	ClusterReset     etcd.go           --cluster-reset (and restore), then stop
-//	Stores           stores.go         where each store is:
-//	  RemoteEtcd     stores.go           an API-server-only server's etcds
-//	  Etcd           etcd.go             the embedded etcds (no-fsync one empty)
-//	  Housekeeping   etcd.go             alarms, defragmentation, snapshots
-//	SecretsKeys      secretskeys.go    the Secrets encryption keys: the cluster's
-//	                                   (read from the durable etcd) adopted
-//	APIServerFiles   apiserverfiles.go  audit policy, encryption config, authn
-//	Admin            server.go         kube-apiserver started; kubeconfigs; ready
-//	Readiness        readiness.go      this server's own readiness, which agents
-//	                                   check (pkg/readiness), served from now on
-//	Publish          server.go         what agents and servers need to join, the
-//	                                   manifests
-//	  LeaseChange    leasechange.go      a lease profile change rolled out
-//	Controllers      server.go         controller-manager and scheduler,
-//	                                   supervised child processes
-//	                                   (leader-elected on several servers)
+//	phase        files                          what it does
+//	resolve      server.go                      the node's name and addresses
+//	preflight    server.go                      ports free, directories writable
+//	memory       memory.go                      the memory limit, GOMEMLIMIT
+//	cluster      cluster.go                     alone, first of several, or joining
+//	token        server.go                      the join token and the server token
+//	pki          pki.go                         the CAs and every certificate
+//	etcd         stores.go, etcd.go             the stores (or --cluster-reset, then stop)
+//	apiserver    secretskeys.go,                the Secrets keys, kube-apiserver's files,
+//	             apiserverfiles.go, server.go   kube-apiserver started, the admin client
+//	readiness    readiness.go                   this server's readiness, served from now on
+//	publish      server.go, cluster.go,         what agents and servers join with, this
+//	             tokens.go                      server recorded, rotations followed
+//	controllers  server.go                      controller-manager and scheduler, the
+//	                                            approver, route publisher, DNS scaler
+//	token file   cluster.go                     the token files, written last
+//	agent        server.go                      the node agent (pkg/agent)
 //
-// Then, beside them: the approver and the pod route publisher (none with
-// --pod-routes=provider), each leader-elected (startApprover in server.go;
-// tokens.go follows token rotation), the token files written last (their presence says agents
-// can join), and the node agent (pkg/agent) unless --disable-agent.
+// Then Server.supervise waits for a failure or the stop signal.
 package server
 
 import (
@@ -69,10 +58,10 @@ import (
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/nodename"
 	"k1m.dev/k1m/pkg/pki"
-	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/preflight"
 	"k1m.dev/k1m/pkg/schedulerconfig"
+	"k1m.dev/k1m/pkg/secretsenc"
 	"k1m.dev/k1m/pkg/version"
 )
 
@@ -87,6 +76,19 @@ type Server struct {
 	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
 	memory    memoryPlan
 	member    membership
+
+	// What the phases made, for the phases after them.
+	token       serverToken
+	certs       *certs
+	local       etcds
+	stores      etcdStores
+	secrets     secretsenc.KeySet
+	apiserver   <-chan error
+	client      kubernetes.Interface
+	controllers <-chan struct{}
+	agentDone   chan error // nil with --disable-agent
+	// stops undo what the phases started, in the reverse order.
+	stops []func()
 }
 
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
@@ -100,153 +102,23 @@ func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }
 // The cluster never stores the seal.
 func ServerTokenFile(dataDir string) string { return filepath.Join(dataDir, "server-token") }
 
-// Run runs the server until ctx ends or a component fails.
+// Run runs the server until ctx ends or a component fails: its phases
+// in order (Server.phases), then it supervises what they started.
 func Run(ctx context.Context, flags config.Server, out io.Writer) error {
 	cfg, err := flags.Complete()
 	if err != nil {
 		return err
 	}
 	s := &Server{cfg: cfg, out: out}
-	if err := s.phaseResolve(); err != nil {
-		return err
-	}
-	if err := s.phasePreflight(); err != nil {
-		return err
-	}
-	if err := s.phaseMemory(); err != nil {
-		return err
-	}
-	if s.member, err = s.phaseCluster(ctx); err != nil {
-		return err
-	}
-	token, err := s.phaseToken()
-	if err != nil {
-		return err
-	}
-	c, err := s.phasePKI()
-	if err != nil {
-		return err
-	}
-	// The token names the CA: only now is it complete.
-	token.CAHash, err = pki.CAHash(c.cluster.CertPEM)
-	if err != nil {
-		return err
-	}
-	if cfg.ClusterReset.Enabled {
-		return s.phaseClusterReset(ctx, c)
-	}
-	local, stores, err := s.phaseStores(ctx, c, token.CAHash)
-	if err != nil {
-		return err
-	}
-	defer local.stop()
-	if err := s.forgetReset(); err != nil {
-		return err
-	}
-	keys, err := s.phaseSecretsKeys(ctx, c, local, stores)
-	if err != nil {
-		return err
-	}
-	opts, err := s.phaseAPIServerFiles(c, keys)
-	if err != nil {
-		return err
-	}
-	opts.extra = cfg.PassThrough[componentargs.APIServer.Name]
-	s.step("starting kube-apiserver on %s (Events and Leases in the no-fsync etcd)", apiURL(s.advertise, cfg.HTTPSPort))
-	apiserver := multicall.Start(ctx, "kube-apiserver", apiserverArgs(s.cfg.Server, s.advertise, c, stores, opts))
-	client, err := s.phaseAdmin(ctx, c, apiserver)
-	if err != nil {
-		return err
-	}
-	if err := s.startReadiness(ctx, c, local, stores); err != nil {
-		return err
-	}
-	report := func(msg string) { s.step("%s", msg) }
-	if err := retryTransient(ctx, "publishing", transientTimeout, report, func() error { return s.phasePublish(ctx, client, c, token) }); err != nil {
-		return err
-	}
-	if s.member.clustered {
-		if err := retryTransient(ctx, "checking the kubelet serving CA", transientTimeout, report, func() error { return s.checkKubeletServingCA(ctx, client, c) }); err != nil {
+	defer s.stop()
+	for _, p := range s.phases() {
+		if err := p.run(ctx); errors.Is(err, errFinished) {
+			return nil
+		} else if err != nil {
 			return err
 		}
-		err := retryTransient(ctx, "recording this server", transientTimeout, report, func() error { return s.publishServer(ctx, client, &token, local.durable) })
-		if err != nil {
-			return err
-		}
-		err = retryTransient(ctx, "recording the Secrets encryption keys", transientTimeout, report, func() error { return s.publishSecretsKeys(ctx, client, keys) })
-		if err != nil {
-			return err
-		}
-		// A rotation on another server while this one was down: follow it
-		// before the token files are written below.
-		if next, err := s.followTokensOnce(ctx, client, token); err == nil {
-			token = next
-		}
-		go s.followTokens(ctx, client, token)
 	}
-	controllers, err := s.phaseControllers(ctx, c)
-	if err != nil {
-		return err
-	}
-	// Join requests and kubelet serving certificates (pkg/approver).
-	if err := s.startApprover(ctx, client); err != nil {
-		return err
-	}
-	// The pod routes every node follows (pkg/podnet); none when the
-	// provider's network routes the pod ranges.
-	if cfg.Routes == constants.PodRoutesProvider {
-		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", cfg.Routes)
-	} else {
-		rules := s.routeRules(client)
-		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules) })
-	}
-	// CoreDNS's replicas follow the node count (pkg/dnsscale).
-	if per := cfg.DNSNodesPerReplica; per > 0 {
-		s.runElected(ctx, client, dnsscale.Election, (&dnsscale.Scaler{Client: client, PerReplica: per}).Run)
-	} else {
-		s.step("CoreDNS's replicas left as they are set (--dns-nodes-per-replica=0)")
-	}
-	go s.watchCertificates(ctx)
-	// Written last: its presence tells scripts that agents can join.
-	if err := s.writeTokenFiles(token); err != nil {
-		return err
-	}
-	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(cfg.DataDir))
-	s.step("join nodes with: k1m agent --server %s --token $(cat %s)", apiURL(s.advertise, cfg.HTTPSPort), TokenFile(cfg.DataDir))
-	if token.seal != "" {
-		s.step("join servers with: k1m server --server %s --token $(cat %s) (it opens the cluster's CA keys: keep it to servers)", apiURL(s.advertise, cfg.HTTPSPort), ServerTokenFile(cfg.DataDir))
-	}
-	agentDone := make(chan error, 1)
-	if !cfg.DisableAgent {
-		go func() { agentDone <- s.runAgent(ctx, c, client) }()
-	}
-	var failed error
-	select {
-	case err := <-apiserver:
-		failed = err
-	case err := <-agentDone:
-		failed = fmt.Errorf("node agent: %w", err)
-	case err := <-local.durableErr():
-		failed = fmt.Errorf("durable etcd: %w", err)
-	case err := <-local.noFsyncErr():
-		failed = fmt.Errorf("no-fsync etcd: %w", err)
-	case <-ctx.Done():
-	}
-	if ctx.Err() == nil {
-		return failed // a component failed: exit non-zero
-	}
-	// SIGTERM or SIGINT: every component got the signal through ctx.
-	// kube-apiserver drains its requests before the etcds under it stop;
-	// a clean stop exits 0.
-	s.step("stopping: waiting for kube-apiserver to drain and the controller-manager and scheduler to stop, then the etcds stop")
-	waitStopped(apiserver, stopTimeout)
-	waitClosed(controllers, stopTimeout)
-	if !cfg.DisableAgent {
-		waitStopped(agentDone, stopTimeout)
-	}
-	local.stop()
-	s.step("stopped cleanly")
-	return nil
+	return s.supervise(ctx)
 }
 
 // stopTimeout bounds how long a stop waits for each component; systemd's
