@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/fsutil"
 )
 
 // requireNodeName wants a lower-case DNS-1123 subdomain, the form of a
@@ -114,11 +115,7 @@ func (s *Server) requireSeparateStores() error {
 	}
 	durable := filepath.Clean(filepath.Join(s.DataDir, "etcd"))
 	eph := filepath.Clean(s.NoFsyncDataDir)
-	inside := func(dir, parent string) bool {
-		rel, err := filepath.Rel(parent, dir)
-		return err == nil && (rel == "." || !strings.HasPrefix(rel, ".."))
-	}
-	if eph == filepath.Clean(s.DataDir) || inside(eph, durable) || inside(durable, eph) {
+	if eph == filepath.Clean(s.DataDir) || fsutil.Within(eph, durable) || fsutil.Within(durable, eph) {
 		return fmt.Errorf("--no-fsync-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /var/lib/k1m/etcd-nofsync", s.NoFsyncDataDir, durable)
 	}
 	return nil

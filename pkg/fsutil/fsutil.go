@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFile writes atomically: a synced temporary file in the same
@@ -89,4 +90,23 @@ func RemoveIfPresent(path string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// RemoveIfExists removes path; a file already gone is no error.
+func RemoveIfExists(path string) error {
+	_, err := RemoveIfPresent(path)
+	return err
+}
+
+// Exists tells whether path can be stat'ed (a file of any kind is there).
+func Exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// Within tells whether path is dir or lies inside it. Both are absolute,
+// or both relative to the same directory.
+func Within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

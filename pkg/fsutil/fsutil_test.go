@@ -63,3 +63,45 @@ func TestCopyTreeGivesEachFileItsMode(t *testing.T) {
 		t.Errorf("README holds %q", data)
 	}
 }
+
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		path, dir string
+		want      bool
+	}{
+		{"/var/lib/k1m", "/var/lib/k1m", true},
+		{"/var/lib/k1m/etcd", "/var/lib/k1m", true},
+		{"/var/lib/k1m/..etcd", "/var/lib/k1m", true},
+		{"/var/lib/k1m-other", "/var/lib/k1m", false},
+		{"/var/lib", "/var/lib/k1m", false},
+		{"/srv/etcd", "/var/lib/k1m", false},
+		{"data/etcd", "data", true},
+		{"etcd", "data", false},
+		{"/abs", "relative", false},
+	} {
+		if got := Within(c.path, c.dir); got != c.want {
+			t.Errorf("Within(%q, %q) = %v, want %v", c.path, c.dir, got, c.want)
+		}
+	}
+}
+
+func TestExistsAndRemoveIfExists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if Exists(path) {
+		t.Fatalf("%s exists before it is written", path)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !Exists(path) {
+		t.Fatalf("%s written, Exists says no", path)
+	}
+	for i := 0; i < 2; i++ { // the second finds it gone
+		if err := RemoveIfExists(path); err != nil {
+			t.Fatalf("RemoveIfExists, time %d: %v", i+1, err)
+		}
+	}
+	if Exists(path) {
+		t.Errorf("%s still there", path)
+	}
+}

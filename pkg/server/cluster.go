@@ -42,7 +42,7 @@ func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi
 
 // IsClustered tells whether the server of dataDir is one of several
 // (started with --cluster-init or --server).
-func IsClustered(dataDir string) bool { return fileExists(clusterMarker(dataDir)) }
+func IsClustered(dataDir string) bool { return fsutil.Exists(clusterMarker(dataDir)) }
 
 func durableHasData(dataDir string) bool { return etcd.HasData(filepath.Join(dataDir, "etcd")) }
 
@@ -65,7 +65,7 @@ func (s *Server) phaseCluster(ctx context.Context) (membership, error) {
 	marked := markerErr == nil
 	m := membership{clustered: marked || s.cfg.ClusterInit || s.cfg.JoinServer != ""}
 	if s.cfg.JoinServer != "" && !s.joinedBefore(marked) {
-		if !marked && fileExists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
+		if !marked && fsutil.Exists(filepath.Join(TLSDir(s.cfg.DataDir), "ca.key")) {
 			return membership{}, fmt.Errorf("--server: %s holds a cluster of its own (a lone or first server's CAs): a joining server needs an empty --data-dir (or start this one without --server)", s.cfg.DataDir)
 		}
 		if s.cfg.JoinToken == (pki.Token{}) {
@@ -224,11 +224,6 @@ func endpointSet(endpoints []string) string {
 	return strings.Join(sorted, ",")
 }
 
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
 // publishServer records the server and where its durable etcd serves
 // (durable nil: none), and seals this server's copy of the shared files
 // with the server token's seal: what the next joining server and k1m
@@ -267,7 +262,7 @@ func (s *Server) publishServer(ctx context.Context, client kubernetes.Interface,
 			s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", err, ServerTokenFile(s.cfg.DataDir))
 		}
 		token.seal = ""
-		return removeIfExists(ServerTokenFile(s.cfg.DataDir))
+		return fsutil.RemoveIfExists(ServerTokenFile(s.cfg.DataDir))
 	}
 	if err == nil && fresh {
 		s.step("made the server token's seal (%s): the shared files are sealed with it", ServerTokenFile(s.cfg.DataDir))
@@ -290,7 +285,7 @@ func (s *Server) checkKubeletServingCA(ctx context.Context, client kubernetes.In
 	what := "is not the cluster's"
 	if c.kubeletServingMade {
 		what = "was made at this start (the data directory is from a build before it) and is not the cluster's: it is removed again"
-		if err := errors.Join(removeIfExists(c.kubeletServing.cert), removeIfExists(c.kubeletServing.key)); err != nil {
+		if err := errors.Join(fsutil.RemoveIfExists(c.kubeletServing.cert), fsutil.RemoveIfExists(c.kubeletServing.key)); err != nil {
 			return err
 		}
 	}
@@ -336,13 +331,6 @@ func (s *Server) writeServerToken(token serverToken) error {
 	server := token.JoinToken()
 	server.Seal = token.seal
 	return fsutil.WriteFile(ServerTokenFile(s.cfg.DataDir), []byte(server.String()+"\n"), 0o600)
-}
-
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return nil
 }
 
 // checkRelease refuses a server whose release cannot run next to the

@@ -12,6 +12,7 @@ import (
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/nodename"
 )
@@ -132,7 +133,7 @@ func TestKubeletServingCAIsTheClusters(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("a second CA:\n got %v\nwant %s", err, want)
 	}
-	if fileExists(second.kubeletServing.cert) || fileExists(second.kubeletServing.key) {
+	if fsutil.Exists(second.kubeletServing.cert) || fsutil.Exists(second.kubeletServing.key) {
 		t.Error("the CA made at this start is still there")
 	}
 	for _, ext := range []string{".crt", ".key"} {

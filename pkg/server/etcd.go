@@ -243,7 +243,7 @@ func (s *Server) removeLegacyNoFsyncDir() error {
 	if err != nil {
 		return err
 	}
-	if within(inUse, old) || within(old, inUse) {
+	if fsutil.Within(inUse, old) || fsutil.Within(old, inUse) {
 		return nil // given as --no-fsync-data-dir, or around it: in use
 	}
 	if _, err := os.Stat(old); err != nil {
@@ -425,10 +425,4 @@ func (s *Server) forgetReset() error {
 		return err
 	}
 	return nil
-}
-
-// within tells whether path is dir or lies inside it (both absolute).
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

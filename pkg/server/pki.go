@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -101,7 +102,7 @@ func loadOrIssueCerts(dir string, names servingNames) (*certs, error) {
 	}
 	c := &certs{dir: dir}
 	into := []*authority{&c.cluster, &c.etcd, &c.frontProxy, &c.kubeletServing} // in caSpecs' order
-	c.kubeletServingMade = !fileExists(filepath.Join(dir, constants.KubeletServingCA+".crt"))
+	c.kubeletServingMade = !fsutil.Exists(filepath.Join(dir, constants.KubeletServingCA+".crt"))
 	for i, spec := range caSpecs {
 		ca, err := pki.LoadOrCreateCA(dir, spec.name, spec.commonName)
 		if err != nil {

@@ -52,6 +52,7 @@ import (
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/dnsscale"
 	"k1m.dev/k1m/pkg/elect"
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/multicall"
@@ -337,7 +338,7 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 		return nil, err
 	}
 	// Written by builds before the admin was bound through RBAC.
-	if err := removeIfExists(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")); err != nil {
+	if err := fsutil.RemoveIfExists(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")); err != nil {
 		return nil, err
 	}
 	restCfg, err := kubeconfig.RESTConfig(localPath)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/serverbundle"
@@ -60,7 +61,7 @@ func (s *Server) followTokensOnce(ctx context.Context, client kubernetes.Interfa
 			}
 			next.seal = adopted
 			if adopted == "" {
-				if err := removeIfExists(ServerTokenFile(s.cfg.DataDir)); err != nil {
+				if err := fsutil.RemoveIfExists(ServerTokenFile(s.cfg.DataDir)); err != nil {
 					return token, err
 				}
 				s.step("%v: %s removed; join servers with DATA-DIR/server-token of the server it was rotated on", join.ErrSealRotated, ServerTokenFile(s.cfg.DataDir))
