@@ -16,7 +16,7 @@ go run ./build/cmd/k1m-build go --flavor k1m vet ./...
 # product only, as make build-stock builds it.
 go run ./build/cmd/k1m-build go --flavor stock build ./cmd/... ./pkg/...
 go run ./build/cmd/k1m-build go --flavor stock vet ./cmd/... ./pkg/...
-# Docs checked against the code they describe: docs/server.md's table of
-# the server's phases.
-go run ./build/cmd/k1m-build go --flavor k1m test -run '^TestPhaseTable$' ./pkg/server/
-echo "verify-go: gofmt and go vet clean, both flavours; the docs' phase table matches pkg/server"
+# Docs checked against the code they describe: docs/server.md's tables of
+# the server's phases and of its data directory.
+go run ./build/cmd/k1m-build go --flavor k1m test -run '^(TestPhaseTable|TestDocsTable)$' ./pkg/server/ ./pkg/datadir/
+echo "verify-go: gofmt and go vet clean, both flavours; docs/server.md's phase and data directory tables match pkg/server and pkg/datadir"

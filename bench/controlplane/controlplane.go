@@ -24,6 +24,7 @@ import (
 
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/kubeconfig"
 	"k1m.dev/k1m/pkg/pki"
@@ -293,7 +294,7 @@ func newFiles(dir string) (*files, error) {
 	if err := fsutil.WriteFile(f.tokens, []byte(f.token+",k1m-bench,k1m-bench,system:masters\n"), 0o600); err != nil {
 		return nil, err
 	}
-	f.kubeconfig = constants.AdminKubeconfig(dir)
+	f.kubeconfig = datadir.Server(dir).AdminKubeconfig()
 	cfg := kubeconfig.Build("https://"+net.JoinHostPort("::1", strconv.Itoa(APIServerPort)), f.caPEM, "k1m-bench", kubeconfig.Credentials{Token: f.token})
 	return f, kubeconfig.Write(f.kubeconfig, cfg)
 }

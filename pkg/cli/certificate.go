@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/server"
 )
@@ -60,9 +61,8 @@ func serverCertificates(dataDir string) ([]pki.CertInfo, error) {
 		return nil, fmt.Errorf("--data-dir %s: no certificates in %s (has a server run with this data directory?)", dataDir, server.TLSDir(dataDir))
 	}
 	sort.Strings(paths)
-	for _, name := range []string{"kubelet-client-current.pem", "kubelet-server-current.pem"} {
-		paths = append(paths, filepath.Join(dataDir, "agent", "kubelet-pki", name))
-	}
+	node := config.NewAgentPaths(datadir.Server(dataDir).Agent(), "")
+	paths = append(paths, node.KubeletClientCert, node.KubeletServingCert)
 	var out []pki.CertInfo
 	for _, p := range paths {
 		info, err := pki.Inspect(p)

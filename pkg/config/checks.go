@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/fsutil"
 )
 
@@ -113,7 +114,7 @@ func (s *Server) requireSeparateStores() error {
 	if s.NoFsyncDataDir == "" {
 		return nil // DATA-DIR/etcd-nofsync
 	}
-	durable := filepath.Clean(filepath.Join(s.DataDir, "etcd"))
+	durable := filepath.Clean(datadir.Server(s.DataDir).Etcd())
 	eph := filepath.Clean(s.NoFsyncDataDir)
 	if eph == filepath.Clean(s.DataDir) || fsutil.Within(eph, durable) || fsutil.Within(durable, eph) {
 		return fmt.Errorf("--no-fsync-data-dir %s is, holds or lies inside the durable etcd's directory %s (or is --data-dir itself): give the no-fsync etcd a directory of its own, e.g. /var/lib/k1m/etcd-nofsync", s.NoFsyncDataDir, durable)

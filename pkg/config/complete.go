@@ -5,9 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -43,7 +43,7 @@ type CompletedServer struct {
 
 // DefaultNoFsyncDataDir is the no-fsync etcd's directory unless
 // --no-fsync-data-dir is given.
-func DefaultNoFsyncDataDir(dataDir string) string { return filepath.Join(dataDir, "etcd-nofsync") }
+func DefaultNoFsyncDataDir(dataDir string) string { return datadir.Server(dataDir).NoFsyncEtcd() }
 
 // Complete takes $K1M_TOKEN out of the environment (a joining server's
 // --token by default), validates s, reads --token-file and resolves what

@@ -3,12 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 )
 
 // EtcdSnapshots are the durable etcd's scheduled snapshots (k3s's flags
@@ -35,7 +35,7 @@ const (
 )
 
 // DefaultSnapshotDir is where snapshots go unless --etcd-snapshot-dir.
-func DefaultSnapshotDir(dataDir string) string { return filepath.Join(dataDir, "snapshots") }
+func DefaultSnapshotDir(dataDir string) string { return datadir.Server(dataDir).Snapshots() }
 
 func defaultEtcdSnapshots() EtcdSnapshots {
 	return EtcdSnapshots{ScheduleCron: "0 */12 * * *", Retention: 5}

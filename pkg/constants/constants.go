@@ -6,7 +6,6 @@
 package constants
 
 import (
-	"path/filepath"
 	"strings"
 )
 
@@ -37,26 +36,10 @@ func EtcdServersOverrides(urls ...string) string {
 // DefaultServerDataDir is `k1m server`'s data directory unless told.
 const DefaultServerDataDir = "/var/lib/k1m/server"
 
-// AdminKubeconfigName is the administrator's kubeconfig in a server's
-// data directory.
-const AdminKubeconfigName = "admin.kubeconfig"
-
-// AdminKubeconfig is the administrator's kubeconfig of the server whose
-// data directory is dataDir.
-func AdminKubeconfig(dataDir string) string { return filepath.Join(dataDir, AdminKubeconfigName) }
-
-// SuperAdminKubeconfigName is the break-glass kubeconfig in a server's
-// data directory: a system:masters certificate no RBAC change revokes.
-const SuperAdminKubeconfigName = "super-admin.kubeconfig"
-
 // AdminGroup is the group of the administrator's certificate: cluster-admin
 // through the ClusterRoleBinding of the same name (manifests/), so that
 // deleting the binding revokes every admin certificate.
 const AdminGroup = "k1m:cluster-admins"
-
-// DefaultAdminKubeconfig is that of a server with the default data
-// directory (what `k1m kubectl` uses when KUBECONFIG is unset).
-var DefaultAdminKubeconfig = AdminKubeconfig(DefaultServerDataDir)
 
 // KubeletServingCA names, in a server's DATA-DIR/tls, the CA that signs
 // the kubelets' serving certificates (KubeletServingCA+".crt" and ".key"):

@@ -30,7 +30,7 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's auth plugins
 	_ "time/tzdata"                             // CronJob time zones, as upstream mains do
 
-	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/flavor"
 )
 
@@ -128,7 +128,7 @@ func inProcess(ctx context.Context, name string, args []string, done chan error)
 
 // DefaultAdminKubeconfig is where `k1m server` with its default data
 // directory writes the administrator's kubeconfig.
-var DefaultAdminKubeconfig = constants.DefaultAdminKubeconfig
+var DefaultAdminKubeconfig = datadir.DefaultAdminKubeconfig
 
 // useServerKubeconfig makes `k1m kubectl` talk to the local k1m server
 // when nothing else names a kubeconfig (as k3s kubectl does).

@@ -8,15 +8,15 @@ package nodename
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/pki"
 )
 
 // File is where a data directory records its node name.
-func File(dataDir string) string { return filepath.Join(dataDir, "node-name") }
+func File(dataDir string) string { return datadir.Server(dataDir).NodeName() }
 
 // Mismatch says a data directory was made for another node name.
 type Mismatch struct {

@@ -52,7 +52,7 @@ func (s *Server) phaseAPIServerFiles(c *certs, keys secretsenc.KeySet) (apiserve
 		return opts, err
 	}
 	if opts.audit.LogPath != "" && opts.audit.PolicyFile == "" {
-		opts.audit.PolicyFile = filepath.Join(s.cfg.DataDir, "audit-policy.yaml")
+		opts.audit.PolicyFile = s.dir().AuditPolicy()
 		if err := fsutil.WriteFile(opts.audit.PolicyFile, []byte(defaultAuditPolicy), 0o600); err != nil {
 			return opts, err
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/pki"
 )
 
@@ -26,7 +27,7 @@ const certCheckInterval = time.Hour
 const caWarnBefore = 365 * 24 * time.Hour
 
 // TLSDir is where a server keeps its CAs, leaf certificates and keys.
-func TLSDir(dataDir string) string { return filepath.Join(dataDir, "tls") }
+func TLSDir(dataDir string) string { return datadir.Server(dataDir).TLS() }
 
 // certificateExpiries maps every certificate file in dir to its expiry.
 func certificateExpiries(dir string) map[string]pki.CertInfo {

@@ -16,6 +16,7 @@ import (
 	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -38,13 +39,13 @@ type membership struct {
 // clusterMarker records in the data directory that the server is one of a
 // multi-server cluster, so that a restart without --cluster-init (or
 // --server) keeps its etcds reachable by the others.
-func clusterMarker(dataDir string) string { return filepath.Join(dataDir, "multi-server") }
+func clusterMarker(dataDir string) string { return datadir.Server(dataDir).MultiServer() }
 
 // IsClustered tells whether the server of dataDir is one of several
 // (started with --cluster-init or --server).
 func IsClustered(dataDir string) bool { return fsutil.Exists(clusterMarker(dataDir)) }
 
-func durableHasData(dataDir string) bool { return etcd.HasData(filepath.Join(dataDir, "etcd")) }
+func durableHasData(dataDir string) bool { return etcd.HasData(datadir.Server(dataDir).Etcd()) }
 
 // joinedBefore tells a joining server's restart from its first start: its
 // durable member has data, or, on a server without one (--disable-etcd,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -18,7 +19,7 @@ import (
 // its stores are kept in (--datastore-endpoint and the rest): k1m server
 // remove and k1m etcd-snapshot, which do not see the server's flags, read
 // it. No file: both stores are embedded.
-func DatastoreFile(dataDir string) string { return filepath.Join(dataDir, "datastore.json") }
+func DatastoreFile(dataDir string) string { return datadir.Server(dataDir).Datastore() }
 
 // DatastoreRecord is DatastoreFile's content.
 type DatastoreRecord struct {

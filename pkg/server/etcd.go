@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"k8s.io/klog/v2"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -37,7 +38,7 @@ func EtcdClientTLS(dataDir string) etcd.TLS { return etcd.ClientTLSIn(TLSDir(dat
 func DurableEtcdURL(port int) string { return etcd.Member{Host: "::1", Port: port}.ClientURL() }
 
 func (s *Server) durableMember(c *certs) etcd.Member {
-	return s.clusterMember(etcd.Member{Name: "durable", DataDir: filepath.Join(s.cfg.DataDir, "etcd"), Host: "::1", Port: s.cfg.EtcdPort,
+	return s.clusterMember(etcd.Member{Name: "durable", DataDir: s.dir().Etcd(), Host: "::1", Port: s.cfg.EtcdPort,
 		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.EtcdQuotaBytes, LocalSocket: s.localSocket("durable")})
 }
 
@@ -49,7 +50,7 @@ func (s *Server) noFsyncMember(c *certs) etcd.Member {
 // EtcdSocketDir is where a server's embedded etcds serve its own
 // kube-apiserver over unix sockets, without TLS (etcd.Member.LocalSocket):
 // root's alone.
-func EtcdSocketDir(dataDir string) string { return filepath.Join(dataDir, "etcd-sockets") }
+func EtcdSocketDir(dataDir string) string { return datadir.Server(dataDir).EtcdSockets() }
 
 // localSocket is the unix socket of the member for store (durable,
 // no-fsync), or none when kube-apiserver reaches its stores over TLS
@@ -227,15 +228,11 @@ func (s *Server) recordOrStop(ctx context.Context, durable *etcd.Running, hadDat
 	return nil
 }
 
-// legacyNoFsyncDir is the no-fsync etcd's default directory in releases
-// that called it "ephemeral".
-const legacyNoFsyncDir = "etcd-ephemeral"
-
 // removeLegacyNoFsyncDir deletes DATA-DIR/etcd-ephemeral, left by an
 // earlier release, when the no-fsync etcd now lives elsewhere: its data
 // would be discarded at this start anyway.
 func (s *Server) removeLegacyNoFsyncDir() error {
-	old, err := filepath.Abs(filepath.Join(s.cfg.DataDir, legacyNoFsyncDir))
+	old, err := filepath.Abs(s.dir().LegacyNoFsyncEtcd())
 	if err != nil {
 		return err
 	}
@@ -355,7 +352,7 @@ type resetRecord struct {
 	At           time.Time `json:"at"`
 }
 
-func (s *Server) resetRecordPath() string { return filepath.Join(s.cfg.DataDir, "cluster-reset.json") }
+func (s *Server) resetRecordPath() string { return s.dir().ClusterReset() }
 
 // phaseClusterReset resets the durable etcd, from a snapshot when
 // --cluster-reset-restore-path is given, then returns: the server is

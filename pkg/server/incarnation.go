@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 )
@@ -22,7 +22,7 @@ type incarnationRecord struct {
 	Peers       []string         `json:"peers,omitempty"`
 }
 
-func incarnationPath(dataDir string) string { return filepath.Join(dataDir, "incarnation.json") }
+func incarnationPath(dataDir string) string { return datadir.Server(dataDir).Incarnation() }
 
 // readIncarnation is the record; ok is false when there is none (data
 // from a build before incarnations, or none yet).

@@ -3,15 +3,16 @@ package server
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 
+	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/nodename"
 )
 
 // serverClientCert is the client certificate of the server's own node, by
 // which data from a build before DATA-DIR/node-name is known.
 func serverClientCert(dataDir string) string {
-	return filepath.Join(dataDir, "agent", "kubelet-pki", "kubelet-client-current.pem")
+	return config.NewAgentPaths(datadir.Server(dataDir).Agent(), "").KubeletClientCert
 }
 
 // checkNodeName refuses a server started on a data directory made for

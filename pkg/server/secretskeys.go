@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/poll"
@@ -20,7 +21,7 @@ import (
 // SecretsKeySetFile is where a server keeps the Secrets encryption key set
 // it runs with (mode 0600): on several servers, a copy of the cluster's.
 func SecretsKeySetFile(dataDir string) string {
-	return filepath.Join(TLSDir(dataDir), "secrets-encryption-keys.json")
+	return datadir.Server(dataDir).SecretsKeySet()
 }
 
 // phaseSecretsKeys settles the key set before kube-apiserver starts. A

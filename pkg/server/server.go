@@ -50,6 +50,7 @@ import (
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/dnsscale"
 	"k1m.dev/k1m/pkg/elect"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -92,16 +93,19 @@ type Server struct {
 	stops []func()
 }
 
+// dir is the server's data directory's layout.
+func (s *Server) dir() datadir.Server { return datadir.Server(s.cfg.DataDir) }
+
 // AdminKubeconfig is where the server writes the administrator's kubeconfig.
-func AdminKubeconfig(dataDir string) string { return constants.AdminKubeconfig(dataDir) }
+func AdminKubeconfig(dataDir string) string { return datadir.Server(dataDir).AdminKubeconfig() }
 
 // TokenFile is where the server keeps the join token (agents join with it).
-func TokenFile(dataDir string) string { return filepath.Join(dataDir, "token") }
+func TokenFile(dataDir string) string { return datadir.Server(dataDir).Token() }
 
 // ServerTokenFile is where a server of several keeps the server token: the
 // join token with the seal of the bundle of CA keys (servers join with it).
 // The cluster never stores the seal.
-func ServerTokenFile(dataDir string) string { return filepath.Join(dataDir, "server-token") }
+func ServerTokenFile(dataDir string) string { return datadir.Server(dataDir).ServerToken() }
 
 // Run runs the server until ctx ends or a component fails: its phases
 // in order (Server.phases), then it supervises what they started.
@@ -325,7 +329,7 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 		creds      pair
 	}{
 		{AdminKubeconfig(s.cfg.DataDir), "k1m-admin", c.admin},
-		{filepath.Join(s.cfg.DataDir, constants.SuperAdminKubeconfigName), "k1m-super-admin", c.superAdmin},
+		{s.dir().SuperAdminKubeconfig(), "k1m-super-admin", c.superAdmin},
 	} {
 		cfg := kubeconfig.Build(server, c.cluster.CertPEM, k.user, kubeconfig.Credentials{CertFile: k.creds.cert, KeyFile: k.creds.key})
 		if err := kubeconfig.Write(k.path, cfg); err != nil {
@@ -333,12 +337,12 @@ func (s *Server) phaseAdmin(ctx context.Context, c *certs, apiserver <-chan erro
 		}
 	}
 	local := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "k1m-super-admin", kubeconfig.Credentials{CertFile: c.superAdmin.cert, KeyFile: c.superAdmin.key})
-	localPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "super-admin-local.kubeconfig")
+	localPath := s.dir().Kubeconfig("super-admin-local")
 	if err := kubeconfig.Write(localPath, local); err != nil {
 		return nil, err
 	}
 	// Written by builds before the admin was bound through RBAC.
-	if err := fsutil.RemoveIfExists(filepath.Join(s.cfg.DataDir, "kubeconfig", "admin-local.kubeconfig")); err != nil {
+	if err := fsutil.RemoveIfExists(s.dir().Kubeconfig("admin-local")); err != nil {
 		return nil, err
 	}
 	restCfg, err := kubeconfig.RESTConfig(localPath)
@@ -425,16 +429,16 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 // stopped after ctx ended.
 func (s *Server) phaseControllers(ctx context.Context, c *certs) (<-chan struct{}, error) {
 	kcm := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-controller-manager", kubeconfig.Credentials{CertFile: c.controllerManager.cert, KeyFile: c.controllerManager.key})
-	kcmPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "controller-manager.kubeconfig")
+	kcmPath := s.dir().Kubeconfig("controller-manager")
 	sched := kubeconfig.Build(apiURL("::1", s.cfg.HTTPSPort), c.cluster.CertPEM, "system:kube-scheduler", kubeconfig.Credentials{CertFile: c.scheduler.cert, KeyFile: c.scheduler.key})
-	schedPath := filepath.Join(s.cfg.DataDir, "kubeconfig", "scheduler.kubeconfig")
+	schedPath := s.dir().Kubeconfig("scheduler")
 	if err := kubeconfig.Write(kcmPath, kcm); err != nil {
 		return nil, err
 	}
 	if err := kubeconfig.Write(schedPath, sched); err != nil {
 		return nil, err
 	}
-	schedConfigPath := filepath.Join(s.cfg.DataDir, "kube-scheduler.yaml")
+	schedConfigPath := s.dir().SchedulerConfig()
 	schedFlags, err := s.writeSchedulerConfig(schedConfigPath, schedPath)
 	if err != nil {
 		return nil, err
@@ -486,7 +490,7 @@ func (s *Server) writeSchedulerConfig(path, kubeconfigPath string) ([]componenta
 // certificate the server gives it (ownNodeCredentials), never a join token.
 func (s *Server) runAgent(ctx context.Context, c *certs, client kubernetes.Interface) error {
 	a := config.DefaultAgent()
-	a.DataDir = filepath.Join(s.cfg.DataDir, "agent")
+	a.DataDir = s.dir().Agent()
 	a.RunDir = filepath.Join("/run/k1m", s.nodeName)
 	a.Server = apiURL("::1", s.cfg.HTTPSPort)
 	a.Token = "" // the node starts on the credentials ownNodeCredentials writes

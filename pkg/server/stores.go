@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -123,7 +124,7 @@ func noFsyncMemberOf(n *etcd.NoFsyncMember) *etcd.Member {
 
 // remoteEtcdFile keeps, on an API-server-only server, the durable etcd
 // members it last reached: where it starts looking at its next start.
-func remoteEtcdFile(dataDir string) string { return filepath.Join(dataDir, "etcd-members.json") }
+func remoteEtcdFile(dataDir string) string { return datadir.Server(dataDir).EtcdMembers() }
 
 // phaseRemoteEtcd finds the cluster's voting durable members (from those
 // the join named, or those it reached last time) and the no-fsync members

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/localcluster"
@@ -66,7 +66,7 @@ func (c *cluster) kubectl(args ...string) (string, error) {
 }
 
 func (c *cluster) adminKubeconfig() string {
-	return constants.AdminKubeconfig(filepath.Join(c.dataRoot, "server"))
+	return datadir.Server(filepath.Join(c.dataRoot, "server")).AdminKubeconfig()
 }
 
 // clusterPaths skips a test that cannot start a cluster (not root), and

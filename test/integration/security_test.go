@@ -37,6 +37,7 @@ import (
 
 	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/readiness"
@@ -714,7 +715,7 @@ func handshakeAsAPIServer(t *testing.T, pair *tls.Certificate, caPEM []byte) err
 // (403), the super-admin's still works (break-glass); the binding put back,
 // the admin works again.
 func testAdminRevocable(ctx context.Context, t *testing.T, c *cluster) {
-	superCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(c.serverData(), constants.SuperAdminKubeconfigName))
+	superCfg, err := clientcmd.BuildConfigFromFlags("", datadir.Server(c.serverData()).SuperAdminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"k1m.dev/k1m/pkg/clock"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/nodename"
 	"k1m.dev/k1m/test/localcluster/network"
@@ -200,7 +201,7 @@ func (c *Cluster) summary(context.Context) error {
 	kubeconfig := s1.AdminKubeconfig()
 	fmt.Fprintf(c.opts.Out, "\nk1m cluster up: %s.\n  kubeconfig: %s\n  use it:     export KUBECONFIG=%s; %s kubectl get nodes -o wide\n",
 		what, kubeconfig, kubeconfig, c.opts.K1M)
-	if filepath.Clean(kubeconfig) == constants.DefaultAdminKubeconfig {
+	if filepath.Clean(kubeconfig) == datadir.DefaultAdminKubeconfig {
 		fmt.Fprintf(c.opts.Out, "              (or %s kubectl ..., which finds it by itself)\n", c.opts.K1M)
 	}
 	fmt.Fprintf(c.opts.Out, "  logs:       %s/*.log\n  stop:       make cluster-down\n", c.opts.ClusterDir)

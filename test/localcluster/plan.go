@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/test/localcluster/network"
 )
@@ -56,7 +57,7 @@ func (n Node) Label() string {
 }
 
 // AdminKubeconfig is a server's administrator kubeconfig.
-func (n Node) AdminKubeconfig() string { return constants.AdminKubeconfig(n.DataDir) }
+func (n Node) AdminKubeconfig() string { return datadir.Server(n.DataDir).AdminKubeconfig() }
 
 // TokenFile is where a server keeps the cluster's join token.
 func (n Node) TokenFile() string { return filepath.Join(n.DataDir, "token") }
