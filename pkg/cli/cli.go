@@ -1,5 +1,8 @@
-// Package cli holds k1m's own commands (version, and the server and agent
-// roles); the component pass-throughs live in package multicall.
+// Package cli holds k1m's own commands: version, server (and server
+// remove), agent, cleanup, token (create, list, delete, rotate),
+// etcd-snapshot (save, ls, delete, prune), certificate (check, rotate)
+// and secrets-encrypt (prepare, rotate, status). The component
+// pass-throughs (kubectl and the rest) live in package multicall.
 package cli
 
 import (

@@ -73,8 +73,8 @@ type Server struct {
 	// PodLogsDir is the node agent's pod log directory (as an agent's):
 	// one per server when several share a machine.
 	PodLogsDir string
-	// SecretsEncryption encrypts Secrets at rest (aescbc) with a key kept
-	// in DATA-DIR/tls/secrets-encryption.key.
+	// SecretsEncryption encrypts Secrets at rest (aescbc) with the key set
+	// kept in DATA-DIR/tls/secrets-encryption-keys.json.
 	SecretsEncryption bool
 	Audit             Audit
 	// EtcdQuotaBytes is the durable etcd's quota (its NOSPACE alarm).
@@ -155,7 +155,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.DNSNodesPerReplica, "dns-nodes-per-replica", s.DNSNodesPerReplica, "CoreDNS runs one replica per this many nodes, and at least 2 (the server holding the Lease kube-system/k1m-dns-scaler sets them once a minute); 0 leaves its replicas as they are set")
 	fs.IntVar(&s.SchedulerPercentageOfNodesToScore, "scheduler-percentage-of-nodes-to-score", s.SchedulerPercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore: the share of the nodes, 1 to 100, each pod is filtered and scored against once that many fit (at least 100 nodes); 0 is upstream's adaptive default (50% less 1% per 125 nodes, at least 5%)")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "where the node agent's kubelet writes container logs; one per server when several share a machine (each kubelet deletes the logs of pods it does not run)")
-	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key generated once in DATA-DIR/tls/secrets-encryption.key (mode 0600)")
+	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key set kept in DATA-DIR/tls/secrets-encryption-keys.json (mode 0600; k1m secrets-encrypt rotates it)")
 	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
 	fs.StringVar(&s.Audit.LogPath, "audit-log-path", s.Audit.LogPath, "file kube-apiserver writes its audit log to (default: no audit log)")
 	fs.IntVar(&s.Audit.MaxAge, "audit-log-maxage", s.Audit.MaxAge, "days to keep rotated audit log files")
