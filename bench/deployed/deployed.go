@@ -1,6 +1,7 @@
 // Package deployed floods the control plane as users deploy it: a local
-// cluster of one `k1m server` from the k1m build (every component in the
-// one process, Leases and Events in the no-fsync etcd) against one from
+// cluster of one `k1m server` from the k1m build (the controller-manager
+// and scheduler its children, every other component in its process,
+// Leases and Events in the no-fsync etcd) against one from
 // the stock build (Kubernetes 1.32.5 as kubeadm shapes it: each component
 // its own process, one etcd with fsync, default GOGC; the same
 // certificates, authentication, authorization and admission). Each

@@ -199,7 +199,8 @@ func (r *Result) Markdown() string {
 	l := r.Lease
 	fmt.Fprintf(&b, "\n## Deployed: one `k1m server` of each build, as `make cluster` runs it (median of rounds)\n\n")
 	fmt.Fprintf(&b, "A fresh cluster per round and build: one server, its own node, in its own memory cgroup (a quarter of the machine, the server's own rule). "+
-		"k1m: every component in the one process, Events and Leases in the no-fsync etcd, GOGC/GOMEMLIMIT from the limit. "+
+		"k1m: kube-apiserver, the etcds, the kubelet and kube-proxy in the server process, the controller-manager and scheduler its children, "+
+		"Events and Leases in the no-fsync etcd, GOGC/GOMEMLIMIT from the limit. "+
 		"stock: Kubernetes 1.32.5 unpatched, each component its own process (`k1m <component>`), one etcd with fsync holding everything "+
 		"(in the `k1m server` process), default GOGC; the same certificates, authentication (x509, bootstrap tokens, service accounts), "+
 		"authorization (Node, RBAC) and admission. Lease renewals: %d Leases, Update with the last resourceVersion. "+

@@ -140,6 +140,12 @@ func (u Usage) Sub(earlier Usage) Usage {
 		GCCPU: u.GCCPU - earlier.GCCPU, GCs: u.GCs - earlier.GCs}
 }
 
+// Add is the usage of two processes together.
+func (u Usage) Add(other Usage) Usage {
+	return Usage{CPU: u.CPU + other.CPU, RSS: u.RSS + other.RSS, PeakRSS: u.PeakRSS + other.PeakRSS,
+		GCCPU: u.GCCPU + other.GCCPU, GCs: u.GCs + other.GCs}
+}
+
 // ReadUsage reads CPU time and memory of pid from /proc.
 func ReadUsage(pid int) (Usage, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -105,3 +105,39 @@ func ParseStatParent(stat string) (int, error) {
 	}
 	return strconv.Atoi(fields[1])
 }
+
+// ControlPlaneUsage is the usage of root and every process of its own
+// binary below it, summed: a `k1m server` and its component children
+// (the controller-manager and scheduler in both builds; kube-apiserver,
+// the kubelet and kube-proxy too in the stock build). containerd, its
+// shims and the pods are left out. The one way every benchmark counts a
+// server's control plane. A child that ended since an earlier reading
+// takes its CPU with it (a restarted controller-manager, say), which makes
+// a window's figure low, never high.
+func ControlPlaneUsage(root int) (Usage, error) {
+	members, err := Tree(root)
+	if err != nil {
+		return Usage{}, err
+	}
+	return sumOwn(root, members, ReadUsage)
+}
+
+// sumOwn sums read over the members of root's own binary; root's must
+// be read, the others' may have ended.
+func sumOwn(root int, members []Member, read func(int) (Usage, error)) (Usage, error) {
+	var sum Usage
+	for _, m := range members {
+		if !m.Own {
+			continue
+		}
+		u, err := read(m.PID)
+		if err != nil {
+			if m.PID == root {
+				return Usage{}, err
+			}
+			continue // it ended since
+		}
+		sum = sum.Add(u)
+	}
+	return sum, nil
+}

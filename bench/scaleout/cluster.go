@@ -200,21 +200,23 @@ func restConfig(s localcluster.Node) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// usage reads every server process and, last, this one (the load
-// generator).
+// usage reads every server's control plane and, last, this process (the
+// load generator).
 //
-// A server's cost is its process's CPU (/proc/PID/stat, every thread):
-// the k1m build runs kube-apiserver, both etcds, the controller-manager,
-// the scheduler, the kubelet and kube-proxy in the one `k1m server`
-// process (patch 0005), so that is the whole control plane of the
-// server and nothing else. containerd and the pods (CoreDNS) are other
-// processes, not on the renewals' path, and are left out. The server's
-// cgroup cannot be read instead: it confines itself only in the memory
-// controller (cgroup v1 here), which counts no CPU.
+// A server's cost is proc.ControlPlaneUsage: the `k1m server` process
+// (kube-apiserver, both etcds, the kubelet and kube-proxy in the k1m
+// build) and its controller-manager and scheduler children. containerd
+// and the pods (CoreDNS) are not on the renewals' path and are left out.
+// The server's cgroup cannot be read instead: it confines itself only in
+// the memory controller (cgroup v1 here), which counts no CPU.
 func (c *Cluster) usage() ([]proc.Usage, error) {
 	out := make([]proc.Usage, 0, len(c.pids)+1)
 	for i, pid := range append(append([]int{}, c.pids...), os.Getpid()) {
-		u, err := proc.ReadUsage(pid)
+		read := proc.ControlPlaneUsage
+		if i == len(c.pids) {
+			read = proc.ReadUsage
+		}
+		u, err := read(pid)
 		if err != nil && i < len(c.pids) {
 			return nil, fmt.Errorf("server %d (pid %d): %w", i+1, pid, err)
 		}

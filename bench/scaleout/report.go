@@ -138,8 +138,8 @@ func (r *Result) Markdown() string {
 	fmt.Fprintf(&b, "Cluster %q: three `k1m server`s, each in its own network namespace and memory cgroup (--memory-limit %s), each its own node; "+
 		"the Leases live in the no-fsync etcd, one raft group across the three. Cluster %q: one `k1m server` (same limit), no raft peers. "+
 		"%d Leases renewed by %d workers and followed by %d watchers, all spread round robin over the API servers named; %v warm-up + %v window. "+
-		"CPU is each `k1m server` process's (/proc/PID/stat: kube-apiserver, both etcds, controller-manager, scheduler, kubelet and kube-proxy run in it; "+
-		"containerd and pods are left out), per renewal of the whole flood.\n\n",
+		"CPU is each server's control plane (/proc/PID/stat of the `k1m server` process, which runs kube-apiserver, both etcds, the kubelet and kube-proxy, "+
+		"and of its controller-manager and scheduler children; containerd and pods are left out), per renewal of the whole flood.\n\n",
 		ClusterA, r.ServerMemory, ClusterB, l.Leases, l.Workers, l.Watchers, l.Warmup, l.Duration)
 	r.writeTables(&b)
 	s := r.Split()

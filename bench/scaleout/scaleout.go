@@ -56,7 +56,7 @@ const (
 // Options say where the k1m build is and where the clusters keep their
 // data.
 type Options struct {
-	K1M       string // the k1m binary (k1m flavour: every component in the server's one process)
+	K1M       string // the k1m binary (k1m flavour)
 	ImagesDir string // the image archives every node imports
 	// DataRoot holds each cluster's data, in DataRoot/<cluster>, emptied
 	// before the cluster starts.
