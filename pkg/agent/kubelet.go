@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,13 +30,15 @@ func (n *node) startKubelet(ctx context.Context) error {
 	if err := cgroups.Ensure(cfg.CgroupRoot); err != nil {
 		return err
 	}
-	if err := writeKubeletConfig(p.KubeletConfig, kubeletConfig(p, n.settings, cfg.CgroupRoot, n.ctrd.Endpoint(), cfg.PodLogsDir, cfg.KubeReservedMemory)); err != nil {
+	kc := kubeletConfig(p, n.settings, cfg.CgroupRoot, n.ctrd.Endpoint(), cfg.PodLogsDir, cfg.KubeReservedMemory)
+	kc.RegisterWithTaints = cfg.Taints // --node-taint, at registration
+	if err := writeKubeletConfig(p.KubeletConfig, kc); err != nil {
 		return err
 	}
 	n.say("starting the kubelet (renews its Lease every %s, lease %ds)", n.settings.RenewInterval, n.settings.LeaseDurationSeconds)
 	n.componentsCtx, n.stopComponents = context.WithCancel(ctx)
 	n.onStop(n.stopComponents)
-	args := kubeletArgs(p, cfg.NodeName, cfg.NodeIP, n.bootstrapping)
+	args := append(kubeletArgs(p, cfg.NodeName, cfg.NodeIP, n.bootstrapping), nodeLabelsArg(cfg.Labels)...)
 	n.kubelet = multicall.Start(n.componentsCtx, componentargs.Kubelet.Name, componentargs.Merge(args, cfg.PassThrough[componentargs.Kubelet.Name]))
 	return nil
 }
@@ -115,6 +119,20 @@ func kubeletArgs(p config.AgentPaths, nodeName, nodeIP string, bootstrapping boo
 		args = append(args, "--bootstrap-kubeconfig="+p.BootstrapKubeconfig)
 	}
 	return args
+}
+
+// nodeLabelsArg is the kubelet's --node-labels for --node-label's
+// labels, sorted by key; none without labels. The kubelet sets them when
+// it registers the Node.
+func nodeLabelsArg(labels map[string]string) []string {
+	if len(labels) == 0 {
+		return nil
+	}
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return []string{"--node-labels=" + strings.Join(pairs, ",")}
 }
 
 func proxyArgs(p config.AgentPaths, nodeName, mode, clusterCIDR string) []string {

@@ -110,3 +110,13 @@ func TestKubeletAndProxyArgs(t *testing.T) {
 		t.Errorf("kube-proxy args\n got %q\nwant %q", got, wantProxy)
 	}
 }
+
+func TestNodeLabelsArg(t *testing.T) {
+	got := nodeLabelsArg(map[string]string{"topology.kubernetes.io/zone": "zone-a", "example.com/rack": "r1", "tier": ""})
+	if want := []string{"--node-labels=example.com/rack=r1,tier=,topology.kubernetes.io/zone=zone-a"}; !slices.Equal(got, want) {
+		t.Errorf("nodeLabelsArg = %q, want %q", got, want)
+	}
+	if got := nodeLabelsArg(nil); got != nil {
+		t.Errorf("nodeLabelsArg of no labels = %q, want none", got)
+	}
+}

@@ -36,6 +36,10 @@ type Agent struct {
 	// the log directories of pods it does not run, so nodes sharing one
 	// machine need one each.
 	PodLogsDir string
+	// NodeLabels (--node-label KEY=VALUE) and NodeTaints (--node-taint
+	// KEY[=VALUE]:EFFECT) are the node's at registration.
+	NodeLabels []string
+	NodeTaints []string
 	// Pass-through flags, name=value each (package componentargs).
 	KubeletArgs   []string
 	KubeProxyArgs []string
@@ -69,6 +73,7 @@ func (a *Agent) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.NodeIP, "node-ip", a.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&a.ImagesDir, "images-dir", a.ImagesDir, "directory of image archives (*.tar) imported into containerd at start")
 	fs.StringVar(&a.ProxyMode, "proxy-mode", a.ProxyMode, "kube-proxy mode: iptables or nftables")
+	addNodeFlags(fs, &a.NodeLabels, &a.NodeTaints)
 	addPassThroughFlags(fs, a.passThroughFlags())
 }
 
@@ -146,8 +151,9 @@ func (a *Agent) Validate() error {
 	add(requireIPv6Address("--node-ip", a.NodeIP, false))
 	add(requireNodeName("--node-name", a.NodeName))
 	add(requireProxyMode(a.ProxyMode))
-	_, err := a.PassThrough()
+	passThrough, err := a.PassThrough()
 	add(err)
+	add(checkNodeFlags(a.NodeLabels, a.NodeTaints, passThrough))
 	return errors.Join(errs...)
 }
 

@@ -2,6 +2,8 @@ package config
 
 import (
 	"net"
+
+	corev1 "k8s.io/api/core/v1"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -39,6 +41,10 @@ type CompletedAgent struct {
 	CgroupRoot string
 	// Timings are the node agent's waits; no flag sets them.
 	Timings AgentTimings
+	// Labels and Taints are --node-label's and --node-taint's, parsed:
+	// the kubelet registers the Node with them.
+	Labels map[string]string
+	Taints []corev1.Taint
 }
 
 // AgentTimings are how long the node agent waits for what it starts.
@@ -134,6 +140,8 @@ func (a Agent) Complete() (*CompletedAgent, error) {
 		c.JoinToken, _ = pki.ParseToken(a.Token)
 	}
 	c.BalancerListen, c.APIServerURL = balancerAddresses(a)
+	c.Labels, _ = parseNodeLabels("--node-label", a.NodeLabels)
+	c.Taints, _ = parseNodeTaints("--node-taint", a.NodeTaints)
 	return c, nil
 }
 

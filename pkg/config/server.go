@@ -61,8 +61,12 @@ type Server struct {
 	DisableAgent bool
 	NodeName     string
 	NodeIP       string
-	ImagesDir    string
-	ProxyMode    string
+	// NodeLabels and NodeTaints are the server's own node's at
+	// registration (as an agent's --node-label and --node-taint).
+	NodeLabels []string
+	NodeTaints []string
+	ImagesDir  string
+	ProxyMode  string
 	// DNSNodesPerReplica is the nodes per CoreDNS replica (pkg/dnsscale);
 	// 0 leaves CoreDNS's replicas as they are set.
 	DNSNodesPerReplica int
@@ -149,6 +153,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.JoinServer, "server", s.JoinServer, "join this server to the cluster of the server at this URL, e.g. https://[fddf:4035:b520::1:1]:6443 (needs --token; needed only for the first start)")
 	fs.BoolVar(&s.DisableAgent, "disable-agent", s.DisableAgent, "run only the control plane, no kubelet on this machine")
 	fs.StringVar(&s.NodeName, "node-name", s.NodeName, "name of this machine's node (default: the hostname)")
+	addNodeFlags(fs, &s.NodeLabels, &s.NodeTaints)
 	fs.StringVar(&s.NodeIP, "node-ip", s.NodeIP, "IPv6 address of this node (default: the host's IPv6 address on its default route)")
 	fs.StringVar(&s.ImagesDir, "images-dir", s.ImagesDir, "directory of image archives (*.tar) the node agent imports into containerd at start")
 	fs.StringVar(&s.ProxyMode, "proxy-mode", s.ProxyMode, "kube-proxy mode of the node agent: iptables or nftables")
@@ -273,6 +278,7 @@ func (s *Server) Validate() error {
 	add(s.ClusterReset.validate())
 	passThrough, err := s.PassThrough()
 	add(err)
+	add(checkNodeFlags(s.NodeLabels, s.NodeTaints, passThrough))
 	if err == nil {
 		// The flags kube-scheduler takes only from its file: their values
 		// are checked here, before anything starts.

@@ -198,13 +198,15 @@ func (s *Server) runTokenFiles() error {
 }
 
 // runAgentPhase starts the server's own node agent, unless
-// --disable-agent.
+// --disable-agent, and labels its node a control-plane node once it has
+// registered.
 func (s *Server) runAgentPhase(ctx context.Context) error {
 	if s.cfg.DisableAgent {
 		return nil
 	}
 	s.agentDone = make(chan error, 1)
 	go func() { s.agentDone <- s.runAgent(ctx, s.certs, s.client) }()
+	go s.labelControlPlane(ctx, s.client)
 	return nil
 }
 

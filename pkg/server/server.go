@@ -500,6 +500,7 @@ func (s *Server) runAgent(ctx context.Context, c *certs, client kubernetes.Inter
 	a.ProxyMode = s.cfg.ProxyMode
 	a.PodLogsDir = s.cfg.PodLogsDir
 	a.KubeletArgs, a.KubeProxyArgs = s.cfg.KubeletArgs, s.cfg.KubeProxyArgs
+	a.NodeLabels, a.NodeTaints = s.cfg.NodeLabels, s.cfg.NodeTaints
 	a.Embedded = true
 	a.KubeReservedMemory = s.memory.Limit
 	completed, err := a.Complete()

@@ -44,7 +44,8 @@ func (c *cluster) harness(t *testing.T) *localcluster.Cluster {
 	t.Helper()
 	h, err := localcluster.New(localcluster.Options{Nodes: nodes, K1M: c.k1m, ClusterDir: c.clusterDir, DataRoot: c.dataRoot,
 		ImagesDir:  filepath.Join(c.root, "_output", "images"),
-		ServerArgs: append([]string{"--node-lease-renew-interval=" + c.renew.String()}, c.securityServerArgs()...)})
+		ServerArgs: append(append([]string{"--node-lease-renew-interval=" + c.renew.String()}, c.securityServerArgs()...), serverNodeFlags...),
+		AgentArgs:  agentNodeFlags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,7 @@ func TestCluster(t *testing.T) {
 
 	flaps := watchNotReady(ctx, t, c.client)
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
+	t.Run("NodeLabelsTaintsAndRoles", func(t *testing.T) { testNodeLabelsAndTaints(ctx, t, c) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })

@@ -38,6 +38,9 @@ type Options struct {
 	// ServerArgs are extra `k1m server` flags, given to every server
 	// (SERVER_ARGS, split on spaces).
 	ServerArgs []string
+	// AgentArgs are extra `k1m agent` flags, given to every agent
+	// (AGENT_ARGS, split on spaces).
+	AgentArgs []string
 	// ServerMemory is each server's --memory-limit (SERVER_MEMORY). With
 	// several servers it defaults to 3Gi, so that each has its own cgroup
 	// and they do not all size themselves from the whole machine; with one
@@ -158,6 +161,9 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		ImagesDir: getenv("IMAGES_DIR"), ServerMemory: getenv("SERVER_MEMORY"), PodRoutes: constants.PodRoutes(getenv("POD_ROUTES"))}
 	if args := strings.Fields(getenv("SERVER_ARGS")); len(args) > 0 {
 		o.ServerArgs = args
+	}
+	if args := strings.Fields(getenv("AGENT_ARGS")); len(args) > 0 {
+		o.AgentArgs = args
 	}
 	var errs []error
 	count := func(name, what string, max int) int {

@@ -232,7 +232,7 @@ func (p Plan) AgentCommand(i int, token string) Command {
 	if token != "" {
 		env = []string{"K1M_TOKEN=" + token}
 	}
-	return Command{Netns: n.Netns, Hostname: n.hostname(), Args: args, Env: env}
+	return Command{Netns: n.Netns, Hostname: n.hostname(), Args: append(args, p.opts.AgentArgs...), Env: env}
 }
 
 // serverNode is server i, or an error naming the valid range.

@@ -65,10 +65,10 @@ func TestValidation(t *testing.T) {
 
 func TestOptionsFromEnv(t *testing.T) {
 	env := map[string]string{"SERVERS": "3", "NODES": "5", "K1M": "/k/k1m", "CLUSTER_DIR": "/c", "DATA_ROOT": "/d", "IMAGES_DIR": "/i",
-		"SERVER_ARGS": " --secrets-encryption  --audit-log-path=/a ", "SERVER_MEMORY": "2Gi", "POD_ROUTES": "provider", "TIMEOUT": "60"}
+		"SERVER_ARGS": " --secrets-encryption  --audit-log-path=/a ", "AGENT_ARGS": "--node-label=a=b", "SERVER_MEMORY": "2Gi", "POD_ROUTES": "provider", "TIMEOUT": "60"}
 	got, err := OptionsFromEnv(func(k string) string { return env[k] })
 	want := Options{Servers: 3, Nodes: 5, K1M: "/k/k1m", ClusterDir: "/c", DataRoot: "/d", ImagesDir: "/i",
-		ServerArgs: []string{"--secrets-encryption", "--audit-log-path=/a"}, ServerMemory: "2Gi", PodRoutes: constants.PodRoutesProvider, Timeout: time.Minute}
+		ServerArgs: []string{"--secrets-encryption", "--audit-log-path=/a"}, AgentArgs: []string{"--node-label=a=b"}, ServerMemory: "2Gi", PodRoutes: constants.PodRoutesProvider, Timeout: time.Minute}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("OptionsFromEnv: %+v, %v\nwant %+v", got, err, want)
 	}

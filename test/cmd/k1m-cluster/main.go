@@ -5,7 +5,7 @@
 // reports every failure as exit code 1, and run-server and reset-server
 // pass on the server's own. Options come from
 // the environment (NODES, SERVERS, K1M, CLUSTER_DIR, DATA_ROOT,
-// IMAGES_DIR, SERVER_ARGS, SERVER_MEMORY, POD_ROUTES, TIMEOUT); verbs
+// IMAGES_DIR, SERVER_ARGS, AGENT_ARGS, SERVER_MEMORY, POD_ROUTES, TIMEOUT); verbs
 // after up default NODES and SERVERS to what up recorded in CLUSTER_DIR.
 package main
 
@@ -26,7 +26,7 @@ const usage = `usage: k1m-cluster up|down|import DIR|restart-server [I]|stop-ser
                    reset-server [FILE]|run-server FLAGS...|restart-agent I
 env: SERVERS (default 1), NODES (default SERVERS; each server is a node too), K1M (binary),
      CLUSTER_DIR (logs, pids), DATA_ROOT (server and node data), IMAGES_DIR,
-     SERVER_ARGS (extra k1m server flags), SERVER_MEMORY (each server's --memory-limit;
+     SERVER_ARGS (extra k1m server flags), AGENT_ARGS (extra k1m agent flags), SERVER_MEMORY (each server's --memory-limit;
      default 3Gi with several servers), POD_ROUTES (k1m, the default, or provider: the
      servers run with --pod-routes=provider and the host routes each node's pod range),
      TIMEOUT (seconds, default 300)`
