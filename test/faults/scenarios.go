@@ -62,28 +62,36 @@ var Scenarios = []Scenario{
 	{Name: "upgrade", FromEarlierRelease: true, What: "rolling upgrade from the earlier release: servers 1, 2, 3, then the agents, each stopped and started on this tree's binary", Run: upgrade},
 }
 
-// Select picks scenarios by name from a comma-separated list; "" or
-// "all" is every scenario, "ci" the CI subset.
+// Select picks scenarios by name from a comma-separated list, in which
+// "all" is every scenario but the upgrade and "ci" the CI subset (""
+// is all); a scenario named twice runs once.
 func Select(names string) ([]Scenario, error) {
-	switch names {
-	case "", "all", "ci":
-		var out []Scenario
-		for _, s := range Scenarios {
-			if !s.FromEarlierRelease && (s.CI || names != "ci") {
-				out = append(out, s)
-			}
-		}
-		return out, nil
+	if names == "" {
+		names = "all"
 	}
 	var out []Scenario
 	var unknown []string
+	pick := func(s Scenario) {
+		if !slices.ContainsFunc(out, func(o Scenario) bool { return o.Name == s.Name }) {
+			out = append(out, s)
+		}
+	}
 	for _, name := range strings.Split(names, ",") {
-		i := slices.IndexFunc(Scenarios, func(s Scenario) bool { return s.Name == strings.TrimSpace(name) })
+		name = strings.TrimSpace(name)
+		if name == "all" || name == "ci" {
+			for _, s := range Scenarios {
+				if !s.FromEarlierRelease && (s.CI || name == "all") {
+					pick(s)
+				}
+			}
+			continue
+		}
+		i := slices.IndexFunc(Scenarios, func(s Scenario) bool { return s.Name == name })
 		if i < 0 {
 			unknown = append(unknown, name)
 			continue
 		}
-		out = append(out, Scenarios[i])
+		pick(Scenarios[i])
 	}
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("SCENARIOS=%s: no scenario %s; want a comma-separated list of %s, or all, or ci", names, strings.Join(unknown, ", "), strings.Join(scenarioNames(), ", "))

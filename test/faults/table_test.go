@@ -28,6 +28,10 @@ func TestSelect(t *testing.T) {
 		// Named only, and first: the cluster starts on the earlier
 		// release.
 		{"kill-9,upgrade", []string{"upgrade", "kill-9"}},
+		// make upgrade-test: the upgrade, then the CI subset on the
+		// upgraded cluster.
+		{"upgrade,ci", []string{"upgrade", "kill-9", "stop-while-reboot", "partition-server"}},
+		{"ci,kill-9,disk-full", []string{"kill-9", "stop-while-reboot", "partition-server", "disk-full"}},
 	} {
 		got, err := Select(tc.in)
 		if err != nil || !reflect.DeepEqual(names(got), tc.want) {
