@@ -48,7 +48,7 @@ rules:
 func (s *Server) phaseAPIServerFiles(c *certs, keys secretsenc.KeySet) (apiserverOptions, error) {
 	opts := apiserverOptions{audit: s.cfg.Audit}
 	var err error
-	if opts.encryptionConfig, err = s.secretsEncryption(c.dir, keys); err != nil {
+	if opts.encryptionConfig, err = s.secretsEncryption(keys); err != nil {
 		return opts, err
 	}
 	if opts.audit.LogPath != "" && opts.audit.PolicyFile == "" {
@@ -79,7 +79,7 @@ func (s *Server) checkSecretsKey() error {
 // Secrets are encrypted with the write key; without it (keys from an
 // earlier run, or the cluster's adopted before this server encrypts) new
 // ones are written in plaintext and every encrypted one stays readable.
-func (s *Server) secretsEncryption(tlsDir string, set secretsenc.KeySet) (string, error) {
+func (s *Server) secretsEncryption(set secretsenc.KeySet) (string, error) {
 	if set.Empty() {
 		return "", nil
 	}
@@ -87,7 +87,7 @@ func (s *Server) secretsEncryption(tlsDir string, set secretsenc.KeySet) (string
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(tlsDir, "encryption-config.yaml")
+	path := s.dir().EncryptionConfig()
 	if err := fsutil.WriteFile(path, data, 0o600); err != nil {
 		return "", err
 	}

@@ -261,17 +261,8 @@ func (h *Host) DeletePorts(bridge string) ([]string, error) {
 
 // DeleteBridge deletes the bridge named name, if there is one.
 func (h *Host) DeleteBridge(name string) error {
-	link, err := h.nl.LinkByName(name)
-	if notFound(err) {
-		return nil
-	}
-	if err == nil {
-		err = h.nl.LinkDel(link)
-	}
-	if err != nil {
-		return fmt.Errorf("deleting bridge %s: %w", name, err)
-	}
-	return nil
+	_, err := h.DeleteLink(name)
+	return err
 }
 
 // EnableIPv6Forwarding sets net.ipv6.conf.all.forwarding in the host
