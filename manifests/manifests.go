@@ -1,5 +1,6 @@
 // Package manifests holds what k1m server deploys into every cluster
-// (node and admin RBAC, CoreDNS) and applies it with server-side apply.
+// (node and admin RBAC, CoreDNS, the packaged components) and applies it
+// with server-side apply.
 package manifests
 
 import (
@@ -12,6 +13,7 @@ import (
 	"text/template"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 //go:embed *.yaml
@@ -37,56 +41,110 @@ type Values struct {
 	// CoreDNSReplicas is what pkg/dnsscale sets for the cluster's size
 	// (dnsscale.Initial), so that applying agrees with it.
 	CoreDNSReplicas int32
+	// LocalStoragePath is the directory on each node the local-path
+	// provisioner makes volumes in; LocalPathProvisionerImage its image,
+	// HelperImage that of its helper pods.
+	LocalStoragePath, LocalPathProvisionerImage, HelperImage string
+	// Disabled are packaged components (constants.Components) to leave
+	// out: Apply deletes what of them an earlier start applied.
+	Disabled []string
 }
 
-// Objects renders every manifest, in file order.
-func Objects(v Values) ([]*unstructured.Unstructured, error) {
-	for name, value := range map[string]string{"ClusterDomain": v.ClusterDomain, "ClusterDNS": v.ClusterDNS, "CoreDNSImage": v.CoreDNSImage, "BootstrapGroup": v.BootstrapGroup, "AdminGroup": v.AdminGroup} {
+// componentFiles names the manifest of each packaged component; every
+// other file is always applied.
+var componentFiles = map[string]string{
+	constants.ComponentLocalStorage: "local-storage.yaml",
+}
+
+// Objects renders the manifests to apply, in file order, and those of the
+// disabled components, to remove.
+func Objects(v Values) (apply, remove []*unstructured.Unstructured, err error) {
+	for name, value := range map[string]string{"ClusterDomain": v.ClusterDomain, "ClusterDNS": v.ClusterDNS, "CoreDNSImage": v.CoreDNSImage, "BootstrapGroup": v.BootstrapGroup, "AdminGroup": v.AdminGroup,
+		"LocalStoragePath": v.LocalStoragePath, "LocalPathProvisionerImage": v.LocalPathProvisionerImage, "HelperImage": v.HelperImage} {
 		if value == "" {
-			return nil, fmt.Errorf("manifests: %s is empty", name)
+			return nil, nil, fmt.Errorf("manifests: %s is empty", name)
 		}
 	}
 	if v.CoreDNSReplicas < 1 {
-		return nil, fmt.Errorf("manifests: CoreDNSReplicas is %d, want at least 1", v.CoreDNSReplicas)
+		return nil, nil, fmt.Errorf("manifests: CoreDNSReplicas is %d, want at least 1", v.CoreDNSReplicas)
+	}
+	disabled := map[string]bool{}
+	for _, c := range v.Disabled {
+		if componentFiles[c] == "" {
+			return nil, nil, fmt.Errorf("manifests: no packaged component %q (want one of %v)", c, constants.Components)
+		}
+		disabled[componentFiles[c]] = true
 	}
 	entries, err := files.ReadDir(".")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	var objs []*unstructured.Unstructured
 	for _, name := range names {
-		tmpl, err := template.ParseFS(files, name)
+		objs, err := Render(name, v)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		tmpl.Option("missingkey=error")
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, v); err != nil {
-			return nil, fmt.Errorf("manifests/%s: %w", name, err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(&buf, 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := dec.Decode(&obj.Object); err == io.EOF {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("manifests/%s: %w", name, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if obj.GetKind() == "" || obj.GetName() == "" {
-				return nil, fmt.Errorf("manifests/%s: an object without kind or name", name)
-			}
-			objs = append(objs, &obj)
+		if disabled[name] {
+			remove = append(remove, objs...)
+		} else {
+			apply = append(apply, objs...)
 		}
 	}
+	return apply, remove, nil
+}
+
+// Component renders one packaged component's manifest (for the kind node
+// image, which applies it itself).
+func Component(name string, v Values) ([]byte, error) {
+	file := componentFiles[name]
+	if file == "" {
+		return nil, fmt.Errorf("manifests: no packaged component %q (want one of %v)", name, constants.Components)
+	}
+	return execute(file, v)
+}
+
+// Render renders one manifest file into its objects.
+func Render(name string, v Values) ([]*unstructured.Unstructured, error) {
+	data, err := execute(name, v)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("manifests/%s: %w", name, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if obj.GetKind() == "" || obj.GetName() == "" {
+			return nil, fmt.Errorf("manifests/%s: an object without kind or name", name)
+		}
+		objs = append(objs, &obj)
+	}
 	return objs, nil
+}
+
+func execute(name string, v Values) ([]byte, error) {
+	tmpl, err := template.ParseFS(files, name)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.Option("missingkey=error")
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, v); err != nil {
+		return nil, fmt.Errorf("manifests/%s: %w", name, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // Retired are objects earlier k1m versions applied and this one removes:
@@ -97,9 +155,10 @@ var Retired = []struct{ Group, Version, Resource, Namespace, Name, Why string }{
 }
 
 // Apply server-side applies every manifest as field manager k1m, then
-// deletes the retired objects.
+// deletes the disabled components' objects (last first: a Namespace goes
+// with what is in it) and the retired objects.
 func Apply(ctx context.Context, cfg *rest.Config, v Values) error {
-	objs, err := Objects(v)
+	objs, remove, err := Objects(v)
 	if err != nil {
 		return err
 	}
@@ -131,12 +190,43 @@ func Apply(ctx context.Context, cfg *rest.Config, v Values) error {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
+	for i := len(remove) - 1; i >= 0; i-- {
+		if err := deleteObject(ctx, mapper, dyn, remove[i]); err != nil {
+			return err
+		}
+	}
 	for _, r := range Retired {
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 		err := dyn.Resource(gvr).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the retired %s %s: %w", r.Resource, r.Name, err)
 		}
+	}
+	return nil
+}
+
+// deleteObject deletes obj unless it is gone already, or its kind is not
+// served (nothing of it can be left).
+func deleteObject(ctx context.Context, mapper meta.RESTMapper, dyn dynamic.Interface, obj *unstructured.Unstructured) error {
+	gvk := obj.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	ri := dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	if obj.GetNamespace() == "" {
+		ri = dyn.Resource(m.Resource)
+	}
+	err = ri.Delete(ctx, obj.GetName(), metav1.DeleteOptions{})
+	// A Namespace being deleted answers Conflict: it goes once empty.
+	if apierrors.IsConflict(err) && gvk.Kind == "Namespace" {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s/%s of a disabled component: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
 }

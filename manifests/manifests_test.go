@@ -2,16 +2,31 @@ package manifests
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// values fills every value.
+func values() Values {
+	return Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3",
+		BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins", CoreDNSReplicas: 7,
+		LocalStoragePath: "/var/lib/k1m/storage", LocalPathProvisionerImage: "docker.io/rancher/local-path-provisioner:v0.0.30", HelperImage: "k1m.local/busybox:1.35"}
+}
+
 func TestObjectsRenderWithEveryValue(t *testing.T) {
-	objs, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3", BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins", CoreDNSReplicas: 7})
+	objs, remove, err := Objects(values())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(remove) != 0 {
+		t.Errorf("nothing disabled, yet %d objects to remove", len(remove))
 	}
 	kinds := map[string]int{}
 	var svcIP, image string
@@ -21,7 +36,7 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 		if o.GetKind() == "Service" && o.GetName() == "kube-dns" {
 			svcIP, _, _ = unstructured.NestedString(o.Object, "spec", "clusterIP")
 		}
-		if o.GetKind() == "Deployment" {
+		if o.GetKind() == "Deployment" && o.GetName() == "coredns" {
 			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			image = containers[0].(map[string]any)["image"].(string)
 			replicas, _, _ = unstructured.NestedFieldCopy(o.Object, "spec", "replicas")
@@ -59,21 +74,111 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 	if !admins {
 		t.Error("no ClusterRoleBinding k1m:cluster-admins of the admin group to cluster-admin")
 	}
-	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 1 {
+	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 2 {
 		t.Errorf("unexpected kinds: %v", kinds)
 	}
 }
 
 func TestNoCoreDNSReplicasIsAnError(t *testing.T) {
-	_, err := Objects(Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "x", BootstrapGroup: "g", AdminGroup: "a"})
+	v := values()
+	v.CoreDNSReplicas = 0
+	_, _, err := Objects(v)
 	if want := "manifests: CoreDNSReplicas is 0, want at least 1"; err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}
 }
 
 func TestEmptyValueIsAnError(t *testing.T) {
-	_, err := Objects(Values{ClusterDomain: "cluster.local", CoreDNSImage: "x", BootstrapGroup: "g", AdminGroup: "a"})
-	if err == nil || !strings.Contains(err.Error(), "ClusterDNS") {
-		t.Fatalf("want an error naming ClusterDNS, got %v", err)
+	v := values()
+	v.ClusterDNS = ""
+	_, _, err := Objects(v)
+	if want := "manifests: ClusterDNS is empty"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+}
+
+// find returns the object of that kind and name.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among %d objects", kind, name, len(objs))
+	return nil
+}
+
+// into decodes an object strictly into its typed form.
+func into(t *testing.T, o *unstructured.Unstructured, out any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+func TestLocalStorageIsTheDefaultClassWaitingForTheFirstConsumer(t *testing.T) {
+	objs, _, err := Objects(values())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var class storagev1.StorageClass
+	into(t, find(t, objs, "StorageClass", "local-path"), &class)
+	wait, del := storagev1.VolumeBindingWaitForFirstConsumer, corev1.PersistentVolumeReclaimDelete
+	want := storagev1.StorageClass{
+		TypeMeta:          class.TypeMeta,
+		ObjectMeta:        metav1.ObjectMeta{Name: "local-path", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner:       "rancher.io/local-path",
+		ReclaimPolicy:     &del,
+		VolumeBindingMode: &wait,
+	}
+	if !equality.Semantic.DeepEqual(class, want) {
+		t.Errorf("StorageClass local-path:\n got %+v\nwant %+v", class, want)
+	}
+	var config corev1.ConfigMap
+	into(t, find(t, objs, "ConfigMap", "local-path-config"), &config)
+	if got, want := config.Data["config.json"], `{"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/var/lib/k1m/storage"]}]}`; got != want {
+		t.Errorf("config.json = %s, want %s", got, want)
+	}
+	var deploy appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "local-path-provisioner"), &deploy)
+	c := deploy.Spec.Template.Spec.Containers[0]
+	if c.Image != "docker.io/rancher/local-path-provisioner:v0.0.30" || c.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("provisioner image %s, pull policy %s", c.Image, c.ImagePullPolicy)
+	}
+}
+
+func TestDisabledComponentIsRemovedNotApplied(t *testing.T) {
+	v := values()
+	v.Disabled = []string{"local-storage"}
+	apply, remove, err := Objects(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Render("local-storage.yaml", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(remove) != len(all) {
+		t.Errorf("%d objects to remove, want the %d of local-storage.yaml", len(remove), len(all))
+	}
+	for _, o := range apply {
+		if o.GetNamespace() == "local-path-storage" || o.GetName() == "local-path" || o.GetName() == "local-path-storage" {
+			t.Errorf("%s %s of a disabled component is applied", o.GetKind(), o.GetName())
+		}
+	}
+	find(t, apply, "Deployment", "coredns")
+}
+
+func TestUnknownComponentIsAnError(t *testing.T) {
+	v := values()
+	v.Disabled = []string{"traefik"}
+	_, _, err := Objects(v)
+	want := `manifests: no packaged component "traefik" (want one of [local-storage])`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+	if _, err := Component("traefik", v); err == nil || err.Error() != want {
+		t.Fatalf("Component: error %v, want %s", err, want)
 	}
 }

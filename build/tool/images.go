@@ -13,45 +13,53 @@ import (
 // busyboxPath is Debian's busybox-static (hack/install-deps.sh cluster).
 const busyboxPath = "/bin/busybox"
 
+// moduleProgram is a program of a packaged component, built from its Go
+// module at the version build/versions.env pins, which pkg/airgap must
+// name too (the manifests run the image of that version).
+type moduleProgram struct {
+	pin, airgapVersion string
+	pkg, binary        string // go install's package path (without @version) and its binary
+}
+
+// modulePrograms are the packaged components' programs.
+var modulePrograms = []moduleProgram{
+	{"COREDNS_VERSION", airgap.CoreDNSVersion, "github.com/coredns/coredns", "coredns"},
+	{"LOCAL_PATH_PROVISIONER_VERSION", airgap.LocalPathProvisionerVersion, "github.com/rancher/local-path-provisioner", "local-path-provisioner"},
+}
+
 // images builds the image archives a cluster imports at start into
-// OUT/images: pause (from cmd/k1m-pause), CoreDNS (from the coredns module
-// at its pinned version) and busybox (from Debian's busybox-static).
+// OUT/images: pause (from cmd/k1m-pause), the packaged components (each
+// from its module at its pinned version) and busybox (from Debian's
+// busybox-static).
 func (p project) images() error {
 	dir := filepath.Join(p.out, "images")
 	binDir := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	pins, err := p.pins()
-	if err != nil {
-		return err
-	}
-	corednsVersion, err := pins.Get("COREDNS_VERSION")
-	if err != nil {
-		return err
-	}
-	if corednsVersion != airgap.CoreDNSVersion {
-		return fmt.Errorf("build/versions.env pins CoreDNS %s but pkg/airgap names %s: change both", corednsVersion, airgap.CoreDNSVersion)
-	}
 	fmt.Fprintf(p.log, "k1m-build: building the pause program\n")
 	if err := p.goRun(exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(binDir, "pause"), "./cmd/k1m-pause"), ""); err != nil {
 		return err
 	}
-	fmt.Fprintf(p.log, "k1m-build: building CoreDNS %s from its module (the first build downloads its dependencies)\n", corednsVersion)
-	install := exec.Command("go", "install", "-v", "-trimpath", "-ldflags=-s -w", "github.com/coredns/coredns@"+corednsVersion)
-	if err := p.goRun(install, binDir); err != nil {
-		return fmt.Errorf("building CoreDNS %s: %w", corednsVersion, err)
+	for _, m := range modulePrograms {
+		if err := p.buildModuleProgram(m, binDir); err != nil {
+			return err
+		}
 	}
 	applets, err := images.BusyboxApplets(busyboxPath)
 	if err != nil {
 		return err
 	}
+	bin := func(name string) string { return filepath.Join(binDir, name) }
 	set := []struct {
 		file string
 		img  images.Image
 	}{
-		{"pause.tar", images.Image{Ref: airgap.PauseImage, Files: map[string]string{"/pause": filepath.Join(binDir, "pause")}, Entrypoint: []string{"/pause"}, User: "65535:65535"}},
-		{"coredns.tar", images.Image{Ref: airgap.CoreDNSImage, Files: map[string]string{"/coredns": filepath.Join(binDir, "coredns")}, Entrypoint: []string{"/coredns"}}},
+		{"pause.tar", images.Image{Ref: airgap.PauseImage, Files: map[string]string{"/pause": bin("pause")}, Entrypoint: []string{"/pause"}, User: "65535:65535"}},
+		{"coredns.tar", images.Image{Ref: airgap.CoreDNSImage, Files: map[string]string{"/coredns": bin("coredns")}, Entrypoint: []string{"/coredns"}}},
+		// Upstream's image puts the program on PATH; its manifests call it by name.
+		{"local-path-provisioner.tar", images.Image{Ref: airgap.LocalPathProvisionerImage,
+			Files: map[string]string{"/usr/bin/local-path-provisioner": bin("local-path-provisioner")}, Entrypoint: []string{"/usr/bin/local-path-provisioner"}}},
 		{"busybox.tar", images.Image{Ref: airgap.BusyboxImage, Files: map[string]string{"/bin/busybox": busyboxPath}, Symlinks: applets, Cmd: []string{"sh"}}},
 	}
 	for _, s := range set {
@@ -60,6 +68,27 @@ func (p project) images() error {
 			return err
 		}
 		fmt.Fprintf(p.log, "k1m-build: wrote %s (%s)\n", path, s.img.Ref)
+	}
+	return nil
+}
+
+// buildModuleProgram installs m's binary into binDir.
+func (p project) buildModuleProgram(m moduleProgram, binDir string) error {
+	pins, err := p.pins()
+	if err != nil {
+		return err
+	}
+	version, err := pins.Get(m.pin)
+	if err != nil {
+		return err
+	}
+	if version != m.airgapVersion {
+		return fmt.Errorf("build/versions.env pins %s=%s but pkg/airgap names %s: change both", m.pin, version, m.airgapVersion)
+	}
+	fmt.Fprintf(p.log, "k1m-build: building %s %s from its module (the first build downloads its dependencies)\n", m.binary, version)
+	install := exec.Command("go", "install", "-v", "-trimpath", "-ldflags=-s -w", m.pkg+"@"+version)
+	if err := p.goRun(install, binDir); err != nil {
+		return fmt.Errorf("building %s %s: %w", m.binary, version, err)
 	}
 	return nil
 }

@@ -17,12 +17,19 @@ import (
 const (
 	PauseImage   = "registry.k8s.io/pause:3.10"
 	CoreDNSImage = "registry.k8s.io/coredns/coredns:" + CoreDNSVersion
-	// BusyboxImage serves the integration tests (httpd, wget, nslookup),
-	// built from Debian's busybox-static.
+	// BusyboxImage serves the local-path provisioner's helper pods and
+	// the integration tests (httpd, nc, nslookup), built from Debian's
+	// busybox-static.
 	BusyboxImage = "k1m.local/busybox:1.35"
 	// CoreDNSVersion must equal COREDNS_VERSION in build/versions.env
 	// (checked by a test).
 	CoreDNSVersion = "v1.11.3"
+	// LocalPathProvisionerImage serves the default StorageClass
+	// (manifests/local-storage.yaml); its helper pods run BusyboxImage.
+	LocalPathProvisionerImage = "docker.io/rancher/local-path-provisioner:" + LocalPathProvisionerVersion
+	// LocalPathProvisionerVersion must equal LOCAL_PATH_PROVISIONER_VERSION
+	// in build/versions.env (checked by a test).
+	LocalPathProvisionerVersion = "v0.0.30"
 )
 
 // Archives lists the image archives (*.tar) in dir, sorted.

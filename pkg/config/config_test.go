@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -112,6 +113,9 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--scheduler-percentage-of-nodes-to-score=101": "--scheduler-percentage-of-nodes-to-score 101: want a percentage from 1 to 100, e.g. 1, or 0 for upstream's adaptive default",
 		"--scheduler-percentage-of-nodes-to-score=-1":  "--scheduler-percentage-of-nodes-to-score -1: want a percentage from 1 to 100",
 		"--kube-scheduler-arg=kube-api-qps=fast":       `--kube-scheduler-arg "kube-api-qps=fast": want requests a second, a number of at least 0, e.g. kube-api-qps=500`,
+		"--disable=traefik":                            `--disable "traefik": want packaged components, comma separated, of local-storage`,
+		"--default-local-storage-path=storage":         `--default-local-storage-path "storage": want an absolute, clean directory path other than /, e.g. /var/lib/k1m/storage`,
+		"--default-local-storage-path=/var/lib/../x":   `--default-local-storage-path "/var/lib/../x": want an absolute, clean directory path`,
 		"--kube-scheduler-arg=config=/etc/s.yaml":      `--kube-scheduler-arg "config=/etc/s.yaml" collides with --config, which k1m sets for kube-scheduler itself: k1m writes the scheduler's configuration file`,
 	}
 	for arg, want := range cases {
@@ -121,6 +125,31 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		}
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", arg, err, want)
+		}
+	}
+}
+
+// --disable takes a comma-separated list from a flag or a YAML list in
+// the config file.
+func TestDisable(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		args []string
+		want []string
+	}{
+		{"", nil, nil},
+		{"", []string{"--disable=local-storage"}, []string{"local-storage"}},
+		{"disable: [local-storage]\n", nil, []string{"local-storage"}},
+	} {
+		s, err := parse(t, c.file, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
+		}
+		if !slices.Equal(s.Disable, c.want) {
+			t.Errorf("file %q, flags %q: --disable %q, want %q", c.file, c.args, s.Disable, c.want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +79,12 @@ type Server struct {
 	// PodLogsDir is the node agent's pod log directory (as an agent's):
 	// one per server when several share a machine.
 	PodLogsDir string
+	// Disable names packaged components (constants.Components) the
+	// server does not deploy, and deletes if an earlier start did.
+	Disable []string
+	// DefaultLocalStoragePath is the directory on every node the default
+	// StorageClass's volumes are made in.
+	DefaultLocalStoragePath string
 	// SecretsEncryption encrypts Secrets at rest (aescbc) with the key set
 	// kept in DATA-DIR/tls/secrets-encryption-keys.json.
 	SecretsEncryption bool
@@ -124,6 +132,7 @@ func DefaultServer() Server {
 		DNSNodesPerReplica:                constants.DNSNodesPerReplica,
 		SchedulerPercentageOfNodesToScore: flavor.SchedulerPercentageOfNodesToScore,
 		PodLogsDir:                        DefaultPodLogsDir,
+		DefaultLocalStoragePath:           constants.DefaultLocalStoragePath,
 		// k3s's audit log rotation defaults.
 		Audit:          Audit{MaxAge: 30, MaxBackup: 10, MaxSize: 100},
 		EtcdQuotaBytes: constants.EtcdDefaultQuotaBytes,
@@ -160,6 +169,8 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.DNSNodesPerReplica, "dns-nodes-per-replica", s.DNSNodesPerReplica, "CoreDNS runs one replica per this many nodes, and at least 2 (the server holding the Lease kube-system/k1m-dns-scaler sets them once a minute); 0 leaves its replicas as they are set")
 	fs.IntVar(&s.SchedulerPercentageOfNodesToScore, "scheduler-percentage-of-nodes-to-score", s.SchedulerPercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore: the share of the nodes, 1 to 100, each pod is filtered and scored against once that many fit (at least 100 nodes); 0 is upstream's adaptive default (50% less 1% per 125 nodes, at least 5%)")
 	fs.StringVar(&s.PodLogsDir, "pod-logs-dir", s.PodLogsDir, "where the node agent's kubelet writes container logs; one per server when several share a machine (each kubelet deletes the logs of pods it does not run)")
+	fs.StringSliceVar(&s.Disable, "disable", s.Disable, "packaged components not to deploy, and to delete if deployed, comma separated: "+strings.Join(constants.Components, ", ")+"; the same on every server of a cluster")
+	fs.StringVar(&s.DefaultLocalStoragePath, "default-local-storage-path", s.DefaultLocalStoragePath, "directory on every node the default StorageClass (local-path) makes volumes in; the same on every server of a cluster")
 	fs.BoolVar(&s.SecretsEncryption, "secrets-encryption", s.SecretsEncryption, "encrypt Secrets at rest (aescbc) with a key set kept in DATA-DIR/tls/secrets-encryption-keys.json (mode 0600; k1m secrets-encrypt rotates it)")
 	fs.StringVar(&s.Audit.PolicyFile, "audit-policy-file", s.Audit.PolicyFile, "kube-apiserver audit policy (default with --audit-log-path: metadata of every request)")
 	fs.StringVar(&s.Audit.LogPath, "audit-log-path", s.Audit.LogPath, "file kube-apiserver writes its audit log to (default: no audit log)")
@@ -233,6 +244,8 @@ func (s *Server) Validate() error {
 	add(requirePercentageOfNodesToScore(s.SchedulerPercentageOfNodesToScore))
 	add(requireNodeName("--node-name", s.NodeName))
 	add(requirePodLogsDir(s.PodLogsDir))
+	add(requireComponents(s.Disable))
+	add(requireLocalStoragePath(s.DefaultLocalStoragePath))
 	add(s.Datastore.validate())
 	portsOK := true
 	for _, p := range []struct {
@@ -291,6 +304,26 @@ func (s *Server) Validate() error {
 func requireDir(flag, dir string) error {
 	if dir == "" {
 		return fmt.Errorf("%s is empty: want a directory path, e.g. /var/lib/k1m/server", flag)
+	}
+	return nil
+}
+
+// requireComponents checks --disable's names.
+func requireComponents(names []string) error {
+	var errs []error
+	for _, n := range names {
+		if !slices.Contains(constants.Components, n) {
+			errs = append(errs, fmt.Errorf("--disable %q: want packaged components, comma separated, of %s", n, strings.Join(constants.Components, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// requireLocalStoragePath checks --default-local-storage-path: absolute
+// and clean, as the provisioner takes it on every node.
+func requireLocalStoragePath(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == "/" {
+		return fmt.Errorf("--default-local-storage-path %q: want an absolute, clean directory path other than /, e.g. %s", dir, constants.DefaultLocalStoragePath)
 	}
 	return nil
 }

@@ -174,3 +174,16 @@ const (
 // (pkg/dnsscale). docs/performance.md, "Large-cluster defaults", has the
 // measurement that chose it.
 const DNSNodesPerReplica = 100
+
+// The packaged components a server deploys, by the names --disable takes
+// (k3s's names): each is one manifest in manifests/.
+const (
+	ComponentLocalStorage = "local-storage"
+)
+
+// Components lists the packaged components --disable can leave out.
+var Components = []string{ComponentLocalStorage}
+
+// DefaultLocalStoragePath is where the local-path provisioner makes a
+// node's volumes unless --default-local-storage-path says otherwise.
+const DefaultLocalStoragePath = "/var/lib/k1m/storage"

@@ -38,6 +38,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -415,9 +416,20 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	if err != nil {
 		return err
 	}
-	s.step("applying manifests (node RBAC, CoreDNS at %s, %d replicas)", dns, replicas)
+	s.step("applying manifests (node RBAC, CoreDNS at %s, %d replicas; %s)", dns, replicas, packagedList(s.cfg.Disable))
 	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage,
-		BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup, CoreDNSReplicas: replicas})
+		BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup, CoreDNSReplicas: replicas,
+		LocalStoragePath: s.cfg.DefaultLocalStoragePath, LocalPathProvisionerImage: airgap.LocalPathProvisionerImage, HelperImage: airgap.BusyboxImage,
+		Disabled: s.cfg.Disable})
+}
+
+// packagedList says which packaged components are deployed, for a
+// progress line.
+func packagedList(disabled []string) string {
+	if len(disabled) == 0 {
+		return "every packaged component"
+	}
+	return "packaged components but --disable " + strings.Join(disabled, ",")
 }
 
 // phaseControllers starts kube-controller-manager and kube-scheduler as

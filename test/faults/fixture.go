@@ -71,8 +71,8 @@ func Start(ctx context.Context, o Options) (*Fixture, error) {
 	if o.FromK1M != "" {
 		k1m = o.FromK1M
 	}
-	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, K1M: k1m, ClusterDir: o.ClusterDir,
-		DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out})
+	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, K1M: k1m, EarlierRelease: o.FromK1M != "",
+		ClusterDir: o.ClusterDir, DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out})
 	if err != nil {
 		return nil, err
 	}

@@ -138,6 +138,7 @@ func TestCluster(t *testing.T) {
 	}
 	// After the NotReady watch: the restart stops a node on purpose.
 	t.Run("AgentRestartsOnItsOwnCertificate", func(t *testing.T) { testAgentRestartWithoutToken(ctx, t, c) })
+	t.Run("PersistentVolumesOnLocalPath", func(t *testing.T) { testPersistentVolumes(ctx, t, c) })
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
 	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testNoFsyncStoreDisposable(ctx, t, c) })
 	t.Run("SnapshotAndRestore", func(t *testing.T) { testSnapshotRestore(ctx, t, c) })

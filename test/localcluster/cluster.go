@@ -61,8 +61,8 @@ func (c *Cluster) Plan() Plan { return c.plan }
 // at path (a rolling upgrade: each process restarted after this runs the
 // new release); the running ones keep theirs.
 func (c *Cluster) UseK1M(path string) {
-	c.opts.K1M = path
-	c.plan.opts.K1M = path
+	c.opts.K1M, c.opts.EarlierRelease = path, false
+	c.plan.opts.K1M, c.plan.opts.EarlierRelease = path, false
 	c.logf("later starts run %s", path)
 }
 

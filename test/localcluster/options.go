@@ -35,6 +35,10 @@ type Options struct {
 	// ImagesDir is the image archives every node imports at start
 	// (IMAGES_DIR, default _output/images).
 	ImagesDir string
+	// EarlierRelease says K1M is an earlier release (the upgrade test's
+	// start): servers start without the harness's flags newer than it
+	// (--default-local-storage-path). UseK1M clears it.
+	EarlierRelease bool
 	// ServerArgs are extra `k1m server` flags, given to every server
 	// (SERVER_ARGS, split on spaces).
 	ServerArgs []string

@@ -185,6 +185,9 @@ type Command struct {
 	Env []string
 }
 
+// StoragePath is where the cluster's nodes keep their local-path volumes.
+func (p Plan) StoragePath() string { return filepath.Join(p.opts.DataRoot, "storage") }
+
 // ServerCommand runs server i. token is the server token servers after
 // the first join with; it goes in the environment, not argv: ps shows argv
 // to everyone.
@@ -194,6 +197,10 @@ func (p Plan) ServerCommand(i int, token string) Command {
 	// delete each other's pod logs in a shared one.
 	args := []string{p.opts.K1M, "server", "--data-dir", n.DataDir, "--images-dir", p.opts.ImagesDir,
 		"--pod-logs-dir", filepath.Join(n.DataDir, "pod-logs")}
+	if !p.opts.EarlierRelease {
+		// Volumes under the data root, which the harness removes.
+		args = append(args, "--default-local-storage-path", p.StoragePath())
+	}
 	if n.Name != "" {
 		args = append(args, "--node-name", n.Name)
 	}

@@ -90,13 +90,31 @@ func TestOneServerAlone(t *testing.T) {
 	if !reflect.DeepEqual(p.Servers, []Node{want}) || len(p.Agents) != 0 {
 		t.Errorf("plan: servers %+v, agents %+v; want %+v alone", p.Servers, p.Agents, want)
 	}
-	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
+	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs", "--default-local-storage-path", "/d/storage",
 		"--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, ""); !reflect.DeepEqual(got, wantCmd) {
 		t.Errorf("server command:\n got %#v\nwant %#v", got, wantCmd)
 	}
 	checkActions(t, c, []string{"refuse a running cluster", "check that no other cluster runs", "check the disk has room for pods", "check that the data is this layout's", "record the layout",
 		"start k1m server", "wait for every node Ready", "summary"})
+}
+
+// An earlier release's server gets no flag it may not know; UseK1M
+// moves the next start to this release's flags.
+func TestEarlierRelease(t *testing.T) {
+	o := base(1, 1)
+	o.EarlierRelease = true
+	c := newCluster(t, o)
+	want := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
+		"--secrets-encryption", "--node-lease-renew-interval=5s"}}
+	if got := c.Plan().ServerCommand(1, ""); !reflect.DeepEqual(got, want) {
+		t.Errorf("earlier release's server command:\n got %#v\nwant %#v", got, want)
+	}
+	c.UseK1M("/k/new")
+	want.Args = append([]string{"/k/new", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs", "--default-local-storage-path", "/d/storage"}, want.Args[8:]...)
+	if got := c.Plan().ServerCommand(1, ""); !reflect.DeepEqual(got, want) {
+		t.Errorf("after UseK1M:\n got %#v\nwant %#v", got, want)
+	}
 }
 
 func TestOneServerAndAgents(t *testing.T) {
@@ -111,7 +129,7 @@ func TestOneServerAndAgents(t *testing.T) {
 	if !reflect.DeepEqual(p.Servers, []Node{wantServer}) {
 		t.Errorf("servers %+v, want %+v", p.Servers, wantServer)
 	}
-	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
+	wantCmd := Command{Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs", "--default-local-storage-path", "/d/storage",
 		"--node-ip", "fddf:4035:b520::1", "--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, ""); !reflect.DeepEqual(got, wantCmd) {
 		t.Errorf("server command:\n got %#v\nwant %#v", got, wantCmd)
@@ -154,13 +172,13 @@ func TestThreeServers(t *testing.T) {
 		[]string{"/d/server", "/c/server.pid", "fddf:4035:b520::1:1", "fddf:4035:b520::1:3"}) {
 		t.Errorf("server 1's data, pid file and address, server 3's address: %q", got)
 	}
-	want1 := Command{Netns: "k1m-server-1", Hostname: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs",
+	want1 := Command{Netns: "k1m-server-1", Hostname: "k1m-server-1", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server", "--images-dir", "/i", "--pod-logs-dir", "/d/server/pod-logs", "--default-local-storage-path", "/d/storage",
 		"--node-name", "k1m-server-1", "--node-ip", "fddf:4035:b520::1:1", "--advertise-address", "fddf:4035:b520::1:1",
 		"--memory-limit", "3Gi", "--cluster-init", "--secrets-encryption", "--node-lease-renew-interval=5s"}}
 	if got := p.ServerCommand(1, "ignored"); !reflect.DeepEqual(got, want1) {
 		t.Errorf("server 1 command:\n got %#v\nwant %#v", got, want1)
 	}
-	wantCmd2 := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
+	wantCmd2 := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs", "--default-local-storage-path", "/d/storage",
 		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
 		"--memory-limit", "3Gi", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
 		Env: []string{"K1M_TOKEN=K10abc::secret"}}
@@ -194,7 +212,7 @@ func TestProviderPodRoutes(t *testing.T) {
 	o := base(3, 3)
 	o.PodRoutes = constants.PodRoutesProvider
 	c := newCluster(t, o)
-	want := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs",
+	want := Command{Netns: "k1m-server-2", Hostname: "k1m-server-2", Args: []string{"/k/k1m", "server", "--data-dir", "/d/server-2", "--images-dir", "/i", "--pod-logs-dir", "/d/server-2/pod-logs", "--default-local-storage-path", "/d/storage",
 		"--node-name", "k1m-server-2", "--node-ip", "fddf:4035:b520::1:2", "--advertise-address", "fddf:4035:b520::1:2",
 		"--memory-limit", "3Gi", "--pod-routes=provider", "--server", "https://[fddf:4035:b520::1:1]:6443", "--secrets-encryption", "--node-lease-renew-interval=5s"},
 		Env: []string{"K1M_TOKEN=K10abc::secret"}}

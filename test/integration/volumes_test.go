@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k1m.dev/k1m/pkg/airgap"
+	"k1m.dev/k1m/pkg/testutil"
+	"k1m.dev/k1m/test/clustercheck"
+)
+
+// testPersistentVolumes runs a StatefulSet with a claim per replica on the
+// default StorageClass, one replica per node, and wants each replica's
+// data back after its pod is deleted and after its node's agent restarts;
+// then the claims deleted take their directories with them.
+func testPersistentVolumes(ctx context.Context, t *testing.T, c *cluster) {
+	h := c.harness(t)
+	v := clustercheck.StartVolumes(ctx, t, c, "volumes", airgap.BusyboxImage, nodes)
+	paths := v.VolumePaths(ctx, t)
+	for name, path := range paths {
+		if filepath.Dir(path) != h.Plan().StoragePath() {
+			t.Errorf("volume %s is at %s, want a directory of --default-local-storage-path %s", name, path, h.Plan().StoragePath())
+		}
+		if _, err := os.Stat(filepath.Join(path, "line")); err != nil {
+			t.Errorf("volume %s: %v", name, err)
+		}
+	}
+	v.DeletePod(ctx, t, 0)
+
+	agent := h.Agent(2).Name
+	restarted := time.Now()
+	must(t, "restart-agent", h.RestartAgent(ctx, 2))
+	testutil.Eventually(t, 2*time.Minute, agent+"'s Lease renewed after its agent's restart", func() error {
+		lease, err := c.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
+			return fmt.Errorf("renewed last at %v, the restart was at %v", lease.Spec.RenewTime, restarted)
+		}
+		return nil
+	})
+	v.Check(ctx, t)
+
+	v.Delete(ctx, t)
+	for name, path := range paths {
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("volume %s deleted, its directory %s not (stat: %v)", name, path, err)
+		}
+	}
+}
