@@ -5,6 +5,8 @@ import (
 	"embed"
 	"text/template"
 
+	"k1m.dev/k1m/manifests"
+	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/constants"
 )
 
@@ -75,12 +77,22 @@ func render(name string, values any) string {
 	return b.String()
 }
 
-// StorageManifest is /kind/manifests/default-storage.yaml: kind's legacy
-// default StorageClass (host-path, no provisioner pod, so no image to
-// pull); kind's local-path-provisioner image is not built here.
-//
-//go:embed files/default-storage.yaml
-var StorageManifest string
+// LocalStoragePath is where a kind node keeps its local-path volumes
+// (kind's own default-storage.yaml's path).
+const LocalStoragePath = "/var/local-path-provisioner"
+
+// StorageManifest is /kind/manifests/default-storage.yaml: the
+// local-storage component k1m server deploys (manifests/local-storage.yaml,
+// the default StorageClass local-path), with kind's volume path. kind
+// applies it after kubeadm init, as it applies its own.
+func StorageManifest() string {
+	data, err := manifests.Component(constants.ComponentLocalStorage, manifests.Values{LocalStoragePath: LocalStoragePath,
+		LocalPathProvisionerImage: airgap.LocalPathProvisionerImage, HelperImage: airgap.BusyboxImage})
+	if err != nil {
+		panic("kindimage: " + err.Error())
+	}
+	return "# k1m kind node: " + constants.ComponentLocalStorage + "\n" + string(data)
+}
 
 // The systemd units the node image adds to kind's.
 var (

@@ -125,7 +125,7 @@ func (v *Volumes) check(ctx context.Context) (map[string]string, error) {
 			return nil, err
 		}
 		if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
-			return nil, fmt.Errorf("pod %s on %q is %s", name, pod.Spec.NodeName, pod.Status.Phase)
+			return nil, fmt.Errorf("pod %s on %q is %s%s", name, pod.Spec.NodeName, pod.Status.Phase, unscheduled(pod))
 		}
 		claim, err := client.CoreV1().PersistentVolumeClaims(v.Namespace).Get(ctx, "data-"+name, metav1.GetOptions{})
 		if err != nil {
@@ -152,6 +152,16 @@ func (v *Volumes) check(ctx context.Context) (map[string]string, error) {
 		lines[name] = line
 	}
 	return lines, nil
+}
+
+// unscheduled says why the scheduler has not placed pod, if it has not.
+func unscheduled(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			return " (not scheduled: " + c.Message + ")"
+		}
+	}
+	return ""
 }
 
 // PinnedNodes are the nodes a volume's node affinity allows

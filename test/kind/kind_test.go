@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"k1m.dev/k1m/build/kindimage"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -65,6 +67,7 @@ func TestKindCluster(t *testing.T) {
 	t.Run("LeaseProfile", func(t *testing.T) { testLeaseProfile(ctx, t, c) })
 	t.Run("ControllerManagerGracePeriod", func(t *testing.T) { testControllerManager(ctx, t, c) })
 	t.Run("PodsOnWorkersServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
+	t.Run("PersistentVolumesOnLocalPath", func(t *testing.T) { testPersistentVolumes(ctx, t, c) })
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("APIServerTuningAndWatchCache", func(t *testing.T) { testAPIServer(ctx, t, c) })
 }
@@ -146,6 +149,22 @@ func testControllerManager(ctx context.Context, t *testing.T, c *cluster) {
 func testServiceAcrossNodes(ctx context.Context, t *testing.T, c *cluster) {
 	clustercheck.ServiceAcrossNodes(ctx, t, c, clustercheck.Layout{Namespace: namespace, Image: busybox,
 		ClientNode: c.controlPlane, BackendNodes: c.workers})
+}
+
+// testPersistentVolumes: the node image's default StorageClass binds a
+// claim per replica, one replica on each node, in kind's volume path; a
+// replica keeps its data through its pod's deletion; deleted claims take
+// their volumes with them (the provisioner deletes a volume only once its
+// helper pod removed the directory).
+func testPersistentVolumes(ctx context.Context, t *testing.T, c *cluster) {
+	v := clustercheck.StartVolumes(ctx, t, c, namespace+"-volumes", busybox, 1+len(c.workers))
+	for name, path := range v.VolumePaths(ctx, t) {
+		if filepath.Dir(path) != kindimage.LocalStoragePath {
+			t.Errorf("volume %s is at %s, want a directory of %s", name, path, kindimage.LocalStoragePath)
+		}
+	}
+	v.DeletePod(ctx, t, 0)
+	v.Delete(ctx, t)
 }
 
 func (c *cluster) Client() kubernetes.Interface { return c.client }
