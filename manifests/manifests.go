@@ -190,16 +190,25 @@ func Apply(ctx context.Context, cfg *rest.Config, v Values) error {
 			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
-	for i := len(remove) - 1; i >= 0; i-- {
-		if err := deleteObject(ctx, mapper, dyn, remove[i]); err != nil {
-			return err
-		}
+	if err := deleteAll(ctx, mapper, dyn, remove); err != nil {
+		return err
 	}
 	for _, r := range Retired {
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 		err := dyn.Resource(gvr).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the retired %s %s: %w", r.Resource, r.Name, err)
+		}
+	}
+	return nil
+}
+
+// deleteAll deletes objs, last first (a Namespace goes after what is in
+// it, and takes the rest with it).
+func deleteAll(ctx context.Context, mapper meta.RESTMapper, dyn dynamic.Interface, objs []*unstructured.Unstructured) error {
+	for i := len(objs) - 1; i >= 0; i-- {
+		if err := deleteObject(ctx, mapper, dyn, objs[i]); err != nil {
+			return err
 		}
 	}
 	return nil

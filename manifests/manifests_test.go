@@ -1,16 +1,22 @@
 package manifests
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // values fills every value.
@@ -180,5 +186,66 @@ func TestUnknownComponentIsAnError(t *testing.T) {
 	}
 	if _, err := Component("traefik", v); err == nil || err.Error() != want {
 		t.Fatalf("Component: error %v, want %s", err, want)
+	}
+}
+
+// A disabled component's objects an earlier start applied are deleted;
+// deleting again (the next start) finds nothing and is no error.
+func TestDeleteAllOfADisabledComponent(t *testing.T) {
+	v := values()
+	v.Disabled = []string{"local-storage"}
+	_, remove, err := Objects(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	listKinds := map[schema.GroupVersionResource]string{}
+	var existing []runtime.Object
+	for _, o := range remove {
+		gvk := o.GroupVersionKind()
+		scope := meta.RESTScopeNamespace
+		if o.GetNamespace() == "" {
+			scope = meta.RESTScopeRoot
+		}
+		mapper.Add(gvk, scope)
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listKinds[m.Resource] = gvk.Kind + "List"
+		existing = append(existing, o.DeepCopy())
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, existing...)
+	ctx := context.Background()
+	for round := 1; round <= 2; round++ {
+		if err := deleteAll(ctx, mapper, dyn, remove); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	var deleted []string
+	for _, a := range dyn.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			deleted = append(deleted, d.GetResource().Resource+"/"+d.GetName())
+		}
+	}
+	var want []string
+	for i := len(remove) - 1; i >= 0; i-- {
+		m, _ := mapper.RESTMapping(remove[i].GroupVersionKind().GroupKind(), remove[i].GroupVersionKind().Version)
+		want = append(want, m.Resource.Resource+"/"+remove[i].GetName())
+	}
+	if want = append(want, want...); !slices.Equal(deleted, want) {
+		t.Errorf("deletes %v, want each object last first, twice: %v", deleted, want)
+	}
+	for gvr := range listKinds {
+		if list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+			t.Errorf("%s left: %v (%v)", gvr.Resource, list, err)
+		}
+	}
+	// A kind the cluster does not serve has nothing to delete.
+	gone := &unstructured.Unstructured{}
+	gone.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gone"})
+	gone.SetName("x")
+	if err := deleteAll(ctx, mapper, dyn, []*unstructured.Unstructured{gone}); err != nil {
+		t.Errorf("deleting an unserved kind: %v", err)
 	}
 }

@@ -8,8 +8,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/poll"
+	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/localcluster"
 )
 
@@ -36,7 +41,33 @@ func upgrade(ctx context.Context, f *Fixture) error {
 			return err
 		}
 	}
-	return f.checkUpgraded(ctx)
+	if err := f.checkUpgraded(ctx); err != nil {
+		return err
+	}
+	return f.checkGainedComponents(ctx)
+}
+
+// checkGainedComponents wants what the new release packages and the
+// earlier did not: the default StorageClass and its provisioner running.
+func (f *Fixture) checkGainedComponents(ctx context.Context) error {
+	return poll.Until(ctx, time.Second, 2*time.Minute, "the upgraded cluster's local-path provisioner available and its default StorageClass", func(ctx context.Context) error {
+		class, err := f.Client(1).StorageV1().StorageClasses().Get(ctx, clustercheck.DefaultStorageClass, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if class.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
+			return fmt.Errorf("StorageClass %s is not the default: annotations %v", class.Name, class.Annotations)
+		}
+		d, err := f.Client(1).AppsV1().Deployments("local-path-storage").Get(ctx, "local-path-provisioner", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("Deployment local-path-provisioner: %d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		f.logf("the upgraded cluster runs the local-path provisioner behind StorageClass %s", class.Name)
+		return nil
+	})
 }
 
 // checkUpgraded wants every server and agent process to run the new

@@ -135,7 +135,8 @@ func TestExternalDatastore(t *testing.T) {
 	defer cancel()
 	ext := startExternalEtcd(ctx, t, filepath.Join(dataRoot, "operator-etcd"), bridge)
 	// One CoreDNS replica per node: three, one more than at the start.
-	opts.ServerArgs = append(ext.flags(), "--dns-nodes-per-replica=1")
+	// No local storage: --disable leaves a packaged component out.
+	opts.ServerArgs = append(ext.flags(), "--dns-nodes-per-replica=1", "--disable="+constants.ComponentLocalStorage)
 	h, err := localcluster.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +170,7 @@ func TestExternalDatastore(t *testing.T) {
 		}
 	})
 	t.Run("CoreDNSFollowsTheNodeCount", func(t *testing.T) { testCoreDNSFollowsNodes(ctx, t, clients[0], 3) })
+	t.Run("DisabledLocalStorageLeftOut", func(t *testing.T) { testLocalStorageLeftOut(ctx, t, clients[0]) })
 	// TestMultiServer's 9 less the route publisher, which provider mode
 	// does not run: each server's kube-apiserver and kube-scheduler, the
 	// leading controller-manager and approver. A watch of every Node per
@@ -318,4 +320,22 @@ func (c *adminCluster) Kubectl(args ...string) (string, error) {
 
 func (c *adminCluster) CountKeys(context.Context, clustercheck.Store, string) (int64, error) {
 	return 0, errors.New("the stores are not read here")
+}
+
+// testLocalStorageLeftOut wants none of the local-storage component's
+// objects (manifests/local-storage.yaml) in a cluster whose servers run
+// with --disable=local-storage; CoreDNS, applied in the same step, is
+// there.
+func testLocalStorageLeftOut(ctx context.Context, t *testing.T, client kubernetes.Interface) {
+	if _, err := client.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); err != nil {
+		t.Fatalf("CoreDNS, applied with the packaged components: %v", err)
+	}
+	_, errClass := client.StorageV1().StorageClasses().Get(ctx, clustercheck.DefaultStorageClass, metav1.GetOptions{})
+	_, errNamespace := client.CoreV1().Namespaces().Get(ctx, "local-path-storage", metav1.GetOptions{})
+	_, errRole := client.RbacV1().ClusterRoles().Get(ctx, "k1m:local-path-provisioner", metav1.GetOptions{})
+	for what, err := range map[string]error{"StorageClass local-path": errClass, "Namespace local-path-storage": errNamespace, "ClusterRole k1m:local-path-provisioner": errRole} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s with --disable=local-storage: %v, want NotFound", what, err)
+		}
+	}
 }
