@@ -45,6 +45,11 @@ type Values struct {
 	// provisioner makes volumes in; LocalPathProvisionerImage its image,
 	// HelperImage that of its helper pods.
 	LocalStoragePath, LocalPathProvisionerImage, HelperImage string
+	// MetricsServerImage is metrics-server's image, MetricsServerCPU and
+	// MetricsServerMemory its requests (pkg/metricsserver), and
+	// KubeletServingCA (PEM) the CA it checks kubelets' serving
+	// certificates with.
+	MetricsServerImage, MetricsServerCPU, MetricsServerMemory, KubeletServingCA string
 	// Disabled are packaged components (constants.Components) to leave
 	// out: Apply deletes what of them an earlier start applied.
 	Disabled []string
@@ -53,14 +58,16 @@ type Values struct {
 // componentFiles names the manifest of each packaged component; every
 // other file is always applied.
 var componentFiles = map[string]string{
-	constants.ComponentLocalStorage: "local-storage.yaml",
+	constants.ComponentLocalStorage:  "local-storage.yaml",
+	constants.ComponentMetricsServer: "metrics-server.yaml",
 }
 
 // Objects renders the manifests to apply, in file order, and those of the
 // disabled components, to remove.
 func Objects(v Values) (apply, remove []*unstructured.Unstructured, err error) {
 	for name, value := range map[string]string{"ClusterDomain": v.ClusterDomain, "ClusterDNS": v.ClusterDNS, "CoreDNSImage": v.CoreDNSImage, "BootstrapGroup": v.BootstrapGroup, "AdminGroup": v.AdminGroup,
-		"LocalStoragePath": v.LocalStoragePath, "LocalPathProvisionerImage": v.LocalPathProvisionerImage, "HelperImage": v.HelperImage} {
+		"LocalStoragePath": v.LocalStoragePath, "LocalPathProvisionerImage": v.LocalPathProvisionerImage, "HelperImage": v.HelperImage,
+		"MetricsServerImage": v.MetricsServerImage, "MetricsServerCPU": v.MetricsServerCPU, "MetricsServerMemory": v.MetricsServerMemory, "KubeletServingCA": v.KubeletServingCA} {
 		if value == "" {
 			return nil, nil, fmt.Errorf("manifests: %s is empty", name)
 		}

@@ -1,7 +1,9 @@
 package manifests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,7 +26,9 @@ import (
 func values() Values {
 	return Values{ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", CoreDNSImage: "registry.k8s.io/coredns/coredns:v1.11.3",
 		BootstrapGroup: "system:bootstrappers:k1m:default-node-token", AdminGroup: "k1m:cluster-admins", CoreDNSReplicas: 7,
-		LocalStoragePath: "/var/lib/k1m/storage", LocalPathProvisionerImage: "docker.io/rancher/local-path-provisioner:v0.0.30", HelperImage: "k1m.local/busybox:1.35"}
+		LocalStoragePath: "/var/lib/k1m/storage", LocalPathProvisionerImage: "docker.io/rancher/local-path-provisioner:v0.0.30", HelperImage: "k1m.local/busybox:1.35",
+		MetricsServerImage: "registry.k8s.io/metrics-server/metrics-server:v0.8.0", MetricsServerCPU: "200m", MetricsServerMemory: "400Mi",
+		KubeletServingCA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
 }
 
 func TestObjectsRenderWithEveryValue(t *testing.T) {
@@ -80,7 +85,7 @@ func TestObjectsRenderWithEveryValue(t *testing.T) {
 	if !admins {
 		t.Error("no ClusterRoleBinding k1m:cluster-admins of the admin group to cluster-admin")
 	}
-	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 2 {
+	if kinds["ClusterRoleBinding"] < 5 || kinds["Deployment"] != 3 {
 		t.Errorf("unexpected kinds: %v", kinds)
 	}
 }
@@ -118,7 +123,13 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 // into decodes an object strictly into its typed form.
 func into(t *testing.T, o *unstructured.Unstructured, out any) {
 	t.Helper()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+	data, err := o.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
 		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
@@ -180,7 +191,7 @@ func TestUnknownComponentIsAnError(t *testing.T) {
 	v := values()
 	v.Disabled = []string{"traefik"}
 	_, _, err := Objects(v)
-	want := `manifests: no packaged component "traefik" (want one of [local-storage])`
+	want := `manifests: no packaged component "traefik" (want one of [local-storage metrics-server])`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}
@@ -248,4 +259,29 @@ func TestDeleteAllOfADisabledComponent(t *testing.T) {
 	if err := deleteAll(ctx, mapper, dyn, []*unstructured.Unstructured{gone}); err != nil {
 		t.Errorf("deleting an unserved kind: %v", err)
 	}
+}
+
+func TestMetricsServerSizedAndTrustingTheKubeletServingCA(t *testing.T) {
+	objs, _, err := Objects(values())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ca corev1.ConfigMap
+	into(t, find(t, objs, "ConfigMap", "k1m-kubelet-serving-ca"), &ca)
+	if got, want := ca.Data["ca.crt"], values().KubeletServingCA; got != want {
+		t.Errorf("ca.crt = %q, want the PEM %q", got, want)
+	}
+	var deploy appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "metrics-server"), &deploy)
+	c := deploy.Spec.Template.Spec.Containers[0]
+	wantRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("400Mi")}
+	if !equality.Semantic.DeepEqual(c.Resources.Requests, wantRequests) {
+		t.Errorf("metrics-server requests %v, want %v", c.Resources.Requests, wantRequests)
+	}
+	wantArgs := []string{"--cert-dir=/tmp", "--bind-address=::", "--secure-port=10250", "--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-use-node-status-port", "--kubelet-certificate-authority=/etc/k1m/kubelet-serving-ca/ca.crt", "--metric-resolution=15s"}
+	if !slices.Equal(c.Args, wantArgs) || c.Image != "registry.k8s.io/metrics-server/metrics-server:v0.8.0" {
+		t.Errorf("metrics-server image %s args %q, want %q", c.Image, c.Args, wantArgs)
+	}
+	find(t, objs, "APIService", "v1beta1.metrics.k8s.io")
 }

@@ -19,6 +19,7 @@ func TestPackagedVersionsMatchThePins(t *testing.T) {
 	for pin, named := range map[string]string{
 		"COREDNS_VERSION":                airgap.CoreDNSVersion,
 		"LOCAL_PATH_PROVISIONER_VERSION": airgap.LocalPathProvisionerVersion,
+		"METRICS_SERVER_VERSION":         airgap.MetricsServerVersion,
 	} {
 		want, err := p.Get(pin)
 		if err != nil {

@@ -25,6 +25,7 @@ type moduleProgram struct {
 var modulePrograms = []moduleProgram{
 	{"COREDNS_VERSION", airgap.CoreDNSVersion, "github.com/coredns/coredns", "coredns"},
 	{"LOCAL_PATH_PROVISIONER_VERSION", airgap.LocalPathProvisionerVersion, "github.com/rancher/local-path-provisioner", "local-path-provisioner"},
+	{"METRICS_SERVER_VERSION", airgap.MetricsServerVersion, "sigs.k8s.io/metrics-server/cmd/metrics-server", "metrics-server"},
 }
 
 // images builds the image archives a cluster imports at start into
@@ -60,6 +61,7 @@ func (p project) images() error {
 		// Upstream's image puts the program on PATH; its manifests call it by name.
 		{"local-path-provisioner.tar", images.Image{Ref: airgap.LocalPathProvisionerImage,
 			Files: map[string]string{"/usr/bin/local-path-provisioner": bin("local-path-provisioner")}, Entrypoint: []string{"/usr/bin/local-path-provisioner"}}},
+		{"metrics-server.tar", images.Image{Ref: airgap.MetricsServerImage, Files: map[string]string{"/metrics-server": bin("metrics-server")}, Entrypoint: []string{"/metrics-server"}}},
 		{"busybox.tar", images.Image{Ref: airgap.BusyboxImage, Files: map[string]string{"/bin/busybox": busyboxPath}, Symlinks: applets, Cmd: []string{"sh"}}},
 	}
 	for _, s := range set {

@@ -30,6 +30,11 @@ const (
 	// LocalPathProvisionerVersion must equal LOCAL_PATH_PROVISIONER_VERSION
 	// in build/versions.env (checked by a test).
 	LocalPathProvisionerVersion = "v0.0.30"
+	// MetricsServerImage serves the Metrics API (manifests/metrics-server.yaml).
+	MetricsServerImage = "registry.k8s.io/metrics-server/metrics-server:" + MetricsServerVersion
+	// MetricsServerVersion must equal METRICS_SERVER_VERSION in
+	// build/versions.env (checked by a test).
+	MetricsServerVersion = "v0.8.0"
 )
 
 // Archives lists the image archives (*.tar) in dir, sorted.

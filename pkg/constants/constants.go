@@ -178,11 +178,12 @@ const DNSNodesPerReplica = 100
 // The packaged components a server deploys, by the names --disable takes
 // (k3s's names): each is one manifest in manifests/.
 const (
-	ComponentLocalStorage = "local-storage"
+	ComponentLocalStorage  = "local-storage"
+	ComponentMetricsServer = "metrics-server"
 )
 
 // Components lists the packaged components --disable can leave out.
-var Components = []string{ComponentLocalStorage}
+var Components = []string{ComponentLocalStorage, ComponentMetricsServer}
 
 // DefaultLocalStoragePath is where the local-path provisioner makes a
 // node's volumes unless --default-local-storage-path says otherwise.

@@ -57,6 +57,7 @@ import (
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
+	"k1m.dev/k1m/pkg/metricsserver"
 	"k1m.dev/k1m/pkg/multicall"
 	"k1m.dev/k1m/pkg/netutil"
 	"k1m.dev/k1m/pkg/nodename"
@@ -412,7 +413,23 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 		}
 		s.step("--token replaced the join token %s, which is deleted", token.replace)
 	}
+	return s.applyManifests(ctx, client, c, dns)
+}
+
+// applyManifests applies manifests/ with the values this cluster's size
+// and settings give: CoreDNS's replicas and metrics-server's requests for
+// the present node count, the packaged components less --disable's.
+func (s *Server) applyManifests(ctx context.Context, client kubernetes.Interface, c *certs, dns net.IP) error {
 	replicas, err := dnsscale.Initial(ctx, client, s.cfg.DNSNodesPerReplica)
+	if err != nil {
+		return err
+	}
+	nodes, err := dnsscale.CountNodes(ctx, client)
+	if err != nil {
+		return err
+	}
+	metricsCPU, metricsMemory := metricsserver.Requests(nodes)
+	kubeletServingCA, err := os.ReadFile(c.kubeletServing.cert)
 	if err != nil {
 		return err
 	}
@@ -420,6 +437,7 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 	return manifests.Apply(ctx, s.adminREST, manifests.Values{ClusterDomain: s.cfg.ClusterDomain, ClusterDNS: dns.String(), CoreDNSImage: airgap.CoreDNSImage,
 		BootstrapGroup: join.BootstrapGroup, AdminGroup: constants.AdminGroup, CoreDNSReplicas: replicas,
 		LocalStoragePath: s.cfg.DefaultLocalStoragePath, LocalPathProvisionerImage: airgap.LocalPathProvisionerImage, HelperImage: airgap.BusyboxImage,
+		MetricsServerImage: airgap.MetricsServerImage, MetricsServerCPU: metricsCPU, MetricsServerMemory: metricsMemory, KubeletServingCA: string(kubeletServingCA),
 		Disabled: s.cfg.Disable})
 }
 

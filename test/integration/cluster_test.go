@@ -133,6 +133,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
+	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
