@@ -48,24 +48,31 @@ func upgrade(ctx context.Context, f *Fixture) error {
 }
 
 // checkGainedComponents wants what the new release packages and the
-// earlier did not: the default StorageClass and its provisioner running.
+// earlier did not: the default StorageClass with its provisioner, and
+// metrics-server behind an available Metrics API.
 func (f *Fixture) checkGainedComponents(ctx context.Context) error {
-	return poll.Until(ctx, time.Second, 2*time.Minute, "the upgraded cluster's local-path provisioner available and its default StorageClass", func(ctx context.Context) error {
-		class, err := f.Client(1).StorageV1().StorageClasses().Get(ctx, clustercheck.DefaultStorageClass, metav1.GetOptions{})
+	return poll.Until(ctx, time.Second, 3*time.Minute, "the upgraded cluster's default StorageClass, local-path provisioner and Metrics API available", func(ctx context.Context) error {
+		client := f.Client(1)
+		class, err := client.StorageV1().StorageClasses().Get(ctx, clustercheck.DefaultStorageClass, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if class.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
 			return fmt.Errorf("StorageClass %s is not the default: annotations %v", class.Name, class.Annotations)
 		}
-		d, err := f.Client(1).AppsV1().Deployments("local-path-storage").Get(ctx, "local-path-provisioner", metav1.GetOptions{})
-		if err != nil {
-			return err
+		for _, d := range []struct{ namespace, name string }{{"local-path-storage", "local-path-provisioner"}, {"kube-system", "metrics-server"}} {
+			deploy, err := client.AppsV1().Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if deploy.Status.AvailableReplicas < 1 {
+				return fmt.Errorf("Deployment %s/%s: %d of %d replicas available", d.namespace, d.name, deploy.Status.AvailableReplicas, deploy.Status.Replicas)
+			}
 		}
-		if d.Status.AvailableReplicas < 1 {
-			return fmt.Errorf("Deployment local-path-provisioner: %d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		if data, err := client.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").DoRaw(ctx); err != nil {
+			return fmt.Errorf("the Metrics API: %v: %s", err, data)
 		}
-		f.logf("the upgraded cluster runs the local-path provisioner behind StorageClass %s", class.Name)
+		f.logf("the upgraded cluster runs the local-path provisioner behind StorageClass %s, and metrics-server", class.Name)
 		return nil
 	})
 }
