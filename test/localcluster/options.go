@@ -39,6 +39,11 @@ type Options struct {
 	// start): servers start without the harness's flags newer than it
 	// (--default-local-storage-path). UseK1M clears it.
 	EarlierRelease bool
+	// Zones spreads the nodes over that many zones (ZONES, 1 to
+	// MaxZones; 0: none): node k gets --node-label
+	// topology.kubernetes.io/zone=zone-X, X the k-th letter modulo Zones
+	// (zone-a, zone-b, ...), as rack-aware databases expect.
+	Zones int
 	// ServerArgs are extra `k1m server` flags, given to every server
 	// (SERVER_ARGS, split on spaces).
 	ServerArgs []string
@@ -67,6 +72,7 @@ type Options struct {
 const (
 	MaxServers = 9
 	MaxNodes   = 99
+	MaxZones   = 26
 
 	DefaultK1M          = "_output/bin/k1m"
 	DefaultClusterDir   = "_output/cluster"
@@ -183,6 +189,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	}
 	o.Servers = count("SERVERS", "servers", MaxServers)
 	o.Nodes = count("NODES", "nodes", MaxNodes)
+	o.Zones = count("ZONES", "zones", MaxZones)
 	if v := getenv("TIMEOUT"); v != "" {
 		seconds, err := strconv.Atoi(v)
 		if err != nil || seconds < 1 {

@@ -185,6 +185,30 @@ type Command struct {
 	Env []string
 }
 
+// ZoneLabel is the zone label key Options.Zones sets.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// Zone is node n's zone with Options.Zones set ("" without).
+func (p Plan) Zone(n Node) string {
+	if p.opts.Zones == 0 {
+		return ""
+	}
+	k := n.Index // servers first, then the agents
+	if n.Role == Agent {
+		k += len(p.Servers)
+	}
+	return "zone-" + string(rune('a'+(k-1)%p.opts.Zones))
+}
+
+// zoneLabel is the --node-label flag of node n's zone, if any (an earlier
+// release may not know the flag).
+func (p Plan) zoneLabel(n Node) []string {
+	if zone := p.Zone(n); zone != "" && !p.opts.EarlierRelease {
+		return []string{"--node-label=" + ZoneLabel + "=" + zone}
+	}
+	return nil
+}
+
 // StoragePath is where the cluster's nodes keep their local-path volumes.
 func (p Plan) StoragePath() string { return filepath.Join(p.opts.DataRoot, "storage") }
 
@@ -204,6 +228,7 @@ func (p Plan) ServerCommand(i int, token string) Command {
 	if n.Name != "" {
 		args = append(args, "--node-name", n.Name)
 	}
+	args = append(args, p.zoneLabel(n)...)
 	if n.Addr.IsValid() {
 		args = append(args, "--node-ip", n.Addr.String())
 	}
@@ -235,6 +260,7 @@ func (p Plan) AgentCommand(i int, token string) Command {
 		"--node-name", n.Name, "--node-ip", n.Addr.String(),
 		"--data-dir", n.DataDir, "--run-dir", n.RunDir, "--images-dir", p.opts.ImagesDir,
 		"--pod-logs-dir", filepath.Join(n.DataDir, "pod-logs")}
+	args = append(args, p.zoneLabel(n)...)
 	var env []string
 	if token != "" {
 		env = []string{"K1M_TOKEN=" + token}

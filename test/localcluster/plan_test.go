@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,4 +292,40 @@ func checkActions(t *testing.T, c *Cluster, want []string) {
 	if !slices.Equal(got, want) {
 		t.Errorf("up actions:\n got %q\nwant %q", got, want)
 	}
+}
+
+// ZONES spreads servers, then agents, over the zones in turn, each given
+// by --node-label.
+func TestZones(t *testing.T) {
+	o := base(3, 5)
+	o.Zones = 3
+	c := newCluster(t, o)
+	p := c.Plan()
+	var got []string
+	for i := range p.Servers {
+		args := p.ServerCommand(i+1, "tok").Args
+		got = append(got, p.Zone(p.Servers[i])+" "+labelFlag(args))
+	}
+	for i := range p.Agents {
+		args := p.AgentCommand(i+1, "tok").Args
+		got = append(got, p.Zone(p.Agents[i])+" "+labelFlag(args))
+	}
+	want := []string{"zone-a --node-label=topology.kubernetes.io/zone=zone-a", "zone-b --node-label=topology.kubernetes.io/zone=zone-b",
+		"zone-c --node-label=topology.kubernetes.io/zone=zone-c", "zone-a --node-label=topology.kubernetes.io/zone=zone-a",
+		"zone-b --node-label=topology.kubernetes.io/zone=zone-b"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("zones and flags:\n got %q\nwant %q", got, want)
+	}
+	if _, err := OptionsFromEnv(func(k string) string { return map[string]string{"ZONES": "27"}[k] }); err == nil || err.Error() != "ZONES=27: want a number of zones from 1 to 26" {
+		t.Errorf("ZONES=27: %v", err)
+	}
+}
+
+func labelFlag(args []string) string {
+	for _, a := range args {
+		if strings.HasPrefix(a, "--node-label=") {
+			return a
+		}
+	}
+	return ""
 }
