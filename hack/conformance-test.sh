@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # make test's conformance part: a fresh k1m cluster of 3 servers (raft
 # etcds, leader-elected controllers) and 2 agents, the conformance images
-# imported into every node, then Sonobuoy's quick mode and k1m's curated specs (leases, node lifecycle, events, watch
-# and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then the
-# cluster is taken down.
+# imported into every node, the nodes spread over 3 zones, then Sonobuoy's
+# quick mode and k1m's curated specs (leases, node lifecycle, events, watch
+# and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then a
+# replicated database on persistent volumes, one replica per zone
+# (test/database), then the cluster is taken down.
 # Thin glue around hack/cluster.sh (which runs test/cmd/k1m-cluster) and
 # k1m-conformance.
 set -euo pipefail
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-_output}
 export K1M=${K1M:-$OUT/bin/k1m}
-export SERVERS=3 NODES=5
+export SERVERS=3 NODES=5 ZONES=3
 export CLUSTER_DIR=$OUT/conformance-test/cluster
 export DATA_ROOT=${DATA_ROOT:-/var/lib/k1m-conformance-test}
 export IMAGES_DIR=$OUT/images
@@ -32,6 +34,7 @@ run() {
 run --mode quick
 # Parallel: its [Serial] DaemonSet spec goes through the second phase.
 run --mode k1m-curated --parallel --procs 2
+K1M_DATABASE_TEST=1 ${GO:-go} run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/database/
 # Passed: the cluster goes with its data (about 11 GiB: five nodes' images
 # and three servers' etcds, which would fill the disk run after run); a
 # failed run keeps the data to look at, under DATA_ROOT.
