@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -62,7 +62,7 @@ type Cluster struct {
 }
 
 // Compile returns the rules of every pod a policy selects, by node name,
-// each node's pods sorted by namespace and name. A policy whose selector
+// each node's pods in namespace and name order. A policy whose selector
 // does not parse is an error naming it (the API server validates them, so
 // this is a bug or a corrupt object).
 func Compile(c Cluster) (map[string][]PodRules, error) {
@@ -79,14 +79,6 @@ func Compile(c Cluster) (map[string][]PodRules, error) {
 		if selected {
 			out[pod.pod.Spec.NodeName] = append(out[pod.pod.Spec.NodeName], r)
 		}
-	}
-	for _, rules := range out {
-		sort.Slice(rules, func(i, j int) bool {
-			if rules[i].Namespace != rules[j].Namespace {
-				return rules[i].Namespace < rules[j].Namespace
-			}
-			return rules[i].Name < rules[j].Name
-		})
 	}
 	return out, nil
 }
@@ -108,10 +100,16 @@ func newIndex(c Cluster) (*index, error) {
 	for _, ns := range c.Namespaces {
 		idx.namespaces[ns.Name] = labels.Set(ns.Labels)
 	}
-	for _, p := range c.Policies {
+	// In name order, so that the same cluster compiles to the same rules
+	// (the publisher writes only what changed).
+	policies := slices.Clone(c.Policies)
+	slices.SortFunc(policies, func(a, b *networkingv1.NetworkPolicy) int { return compareNames(a.ObjectMeta, b.ObjectMeta) })
+	for _, p := range policies {
 		idx.policies[p.Namespace] = append(idx.policies[p.Namespace], p)
 	}
-	for _, pod := range c.Pods {
+	pods := slices.Clone(c.Pods)
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return compareNames(a.ObjectMeta, b.ObjectMeta) })
+	for _, pod := range pods {
 		if pod.Spec.HostNetwork || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -124,6 +122,13 @@ func newIndex(c Cluster) (*index, error) {
 		idx.pods = append(idx.pods, podEntry{pod: pod, ips: ips})
 	}
 	return idx, nil
+}
+
+func compareNames(a, b metav1.ObjectMeta) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // rulesOf compiles pod's rules; selected is false when no policy selects it.

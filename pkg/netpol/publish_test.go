@@ -1,0 +1,109 @@
+package netpol
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// sync writes a node's rules once, rewrites nothing unchanged, and
+// deletes the rules of a node left without any.
+func TestPublisherSync(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	p := &Publisher{Client: client}
+	c := base()
+	c.Policies = []*networkingv1.NetworkPolicy{policy("prod", "deny", networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: web}, PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}})}
+	if err := p.sync(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	list, err := client.CoreV1().ConfigMaps(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var published []*corev1.ConfigMap
+	for i := range list.Items {
+		names = append(names, list.Items[i].Name)
+		published = append(published, &list.Items[i])
+	}
+	if !reflect.DeepEqual(names, []string{"n1", "n2"}) {
+		t.Fatalf("rules published for %v, want n1 and n2 (the web pods' nodes)", names)
+	}
+	rules, err := DecodeRules(published[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PodRules{{Namespace: "prod", Name: "web-1", IPs: addrs("fddf:1::10"), IngressIsolated: true}}
+	if !reflect.DeepEqual(rules, want) {
+		t.Errorf("n1's rules %+v, want %+v", rules, want)
+	}
+
+	client.ClearActions()
+	if err := p.sync(ctx, c, published); err != nil {
+		t.Fatal(err)
+	}
+	if a := client.Actions(); len(a) != 0 {
+		t.Errorf("an unchanged cluster wrote %v", a)
+	}
+
+	c.Policies = nil
+	if err := p.sync(ctx, c, published); err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for _, a := range client.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			deleted = append(deleted, d.GetName())
+		}
+	}
+	if !reflect.DeepEqual(deleted, []string{"n1", "n2"}) && !reflect.DeepEqual(deleted, []string{"n2", "n1"}) {
+		t.Errorf("without policies deleted %v, want n1 and n2", deleted)
+	}
+}
+
+// The enforcer loads no rules first, then its node's published rules,
+// and no rules again once they are deleted.
+func TestEnforcer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	scripts := make(chan string, 10)
+	e := &Enforcer{Client: client, Node: "n1", Apply: func(_ context.Context, s string) error { scripts <- s; return nil }}
+	go e.Run(ctx)
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case s := <-scripts:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no script loaded: %s", what)
+			return ""
+		}
+	}
+	if got := next("at start"); got != Render(nil) {
+		t.Fatalf("at start loaded:\n%s\nwant no rules", got)
+	}
+	rules := []PodRules{{Namespace: "prod", Name: "web-1", IPs: addrs("fddf:1::10"), IngressIsolated: true}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: Namespace}, Data: map[string]string{RulesKey: `[{"Namespace":"prod","Name":"web-1","IPs":["fddf:1::10"],"IngressIsolated":true}]`}}
+	if _, err := client.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("after the rules' publication"); got != Render(rules) {
+		t.Errorf("loaded:\n%s\nwant:\n%s", got, Render(rules))
+	}
+	if err := client.CoreV1().ConfigMaps(Namespace).Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("after the rules' deletion"); got != Render(nil) {
+		t.Errorf("after deletion loaded:\n%s\nwant no rules", got)
+	}
+}
