@@ -60,6 +60,7 @@ type Values struct {
 var componentFiles = map[string]string{
 	constants.ComponentLocalStorage:  "local-storage.yaml",
 	constants.ComponentMetricsServer: "metrics-server.yaml",
+	constants.ComponentNetworkPolicy: "network-policy.yaml",
 }
 
 // Objects renders the manifests to apply, in file order, and those of the

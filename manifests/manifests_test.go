@@ -191,7 +191,7 @@ func TestUnknownComponentIsAnError(t *testing.T) {
 	v := values()
 	v.Disabled = []string{"traefik"}
 	_, _, err := Objects(v)
-	want := `manifests: no packaged component "traefik" (want one of [local-storage metrics-server])`
+	want := `manifests: no packaged component "traefik" (want one of [local-storage metrics-server network-policy])`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/netpol"
 	"k1m.dev/k1m/pkg/podnet"
 )
 
@@ -21,6 +22,8 @@ func (n *node) runPodNetwork(ctx context.Context) error {
 	// nothing (the published routes are then taken as they are).
 	clusterCIDR, _ := netip.ParsePrefix(n.settings.ClusterCIDR)
 	podnet.Network{Self: n.cfg.NodeName, ConfDir: p.CNIConfDir, IPAMDir: p.CNIIPAMDir, Routes: routeSource(n.settings.PodRoutes), ClusterCIDR: clusterCIDR}.Run(ctx, n.client)
+	// The node's NetworkPolicy rules, published by a server (pkg/netpol).
+	go (&netpol.Enforcer{Client: n.client, Node: n.cfg.NodeName}).Run(ctx)
 	if n.settings.PodRoutes == constants.PodRoutesProvider {
 		n.say("pod ranges routed by the provider's network (k1m-cluster's podRoutes: %s): the node installs no routes to other nodes' pods", n.settings.PodRoutes)
 	}

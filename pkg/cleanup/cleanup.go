@@ -46,6 +46,7 @@ func Run(dirs []string, out io.Writer) error {
 	}
 	note(removeCgroups())
 	note(removeKubeChains())
+	note(removeNetpolTable())
 	if len(errs) > 0 {
 		return fmt.Errorf("k1m cleanup: %s", strings.Join(errs, "; "))
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"k1m.dev/k1m/pkg/netpol"
 )
 
 // removeKubeChains deletes the KUBE-* chains the kubelet and kube-proxy
@@ -28,6 +30,21 @@ func removeKubeChains() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// removeNetpolTable deletes the nftables table of NetworkPolicy rules
+// (pkg/netpol), if there is one.
+func removeNetpolTable() error {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return nil
+	}
+	if exec.Command("nft", "list", "table", "inet", netpol.Table).Run() != nil {
+		return nil // none
+	}
+	if out, err := exec.Command("nft", "delete", "table", "inet", netpol.Table).CombinedOutput(); err != nil {
+		return fmt.Errorf("nft delete table inet %s: %v: %s", netpol.Table, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

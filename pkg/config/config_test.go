@@ -113,7 +113,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--scheduler-percentage-of-nodes-to-score=101": "--scheduler-percentage-of-nodes-to-score 101: want a percentage from 1 to 100, e.g. 1, or 0 for upstream's adaptive default",
 		"--scheduler-percentage-of-nodes-to-score=-1":  "--scheduler-percentage-of-nodes-to-score -1: want a percentage from 1 to 100",
 		"--kube-scheduler-arg=kube-api-qps=fast":       `--kube-scheduler-arg "kube-api-qps=fast": want requests a second, a number of at least 0, e.g. kube-api-qps=500`,
-		"--disable=traefik":                            `--disable "traefik": want packaged components, comma separated, of local-storage`,
+		"--disable=traefik":                            `--disable "traefik": want packaged components, comma separated, of local-storage, metrics-server, network-policy`,
 		"--default-local-storage-path=storage":         `--default-local-storage-path "storage": want an absolute, clean directory path other than /, e.g. /var/lib/k1m/storage`,
 		"--default-local-storage-path=/var/lib/../x":   `--default-local-storage-path "/var/lib/../x": want an absolute, clean directory path`,
 		"--kube-scheduler-arg=config=/etc/s.yaml":      `--kube-scheduler-arg "config=/etc/s.yaml" collides with --config, which k1m sets for kube-scheduler itself: k1m writes the scheduler's configuration file`,

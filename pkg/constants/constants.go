@@ -180,10 +180,11 @@ const DNSNodesPerReplica = 100
 const (
 	ComponentLocalStorage  = "local-storage"
 	ComponentMetricsServer = "metrics-server"
+	ComponentNetworkPolicy = "network-policy"
 )
 
 // Components lists the packaged components --disable can leave out.
-var Components = []string{ComponentLocalStorage, ComponentMetricsServer}
+var Components = []string{ComponentLocalStorage, ComponentMetricsServer, ComponentNetworkPolicy}
 
 // DefaultLocalStoragePath is where the local-path provisioner makes a
 // node's volumes unless --default-local-storage-path says otherwise.

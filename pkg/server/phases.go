@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/dnsscale"
 	"k1m.dev/k1m/pkg/multicall"
+	"k1m.dev/k1m/pkg/netpol"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/podnet"
 )
@@ -171,6 +173,12 @@ func (s *Server) runControllers(ctx context.Context) error {
 	} else {
 		client, rules := s.client, s.routeRules(s.client)
 		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules) })
+	}
+	// NetworkPolicies compiled into each node's rules (pkg/netpol).
+	if slices.Contains(s.cfg.Disable, constants.ComponentNetworkPolicy) {
+		s.step("NetworkPolicies not enforced (--disable=%s)", constants.ComponentNetworkPolicy)
+	} else {
+		s.runElected(ctx, s.client, netpol.Election, (&netpol.Publisher{Client: s.client}).Run)
 	}
 	// CoreDNS's replicas follow the node count (pkg/dnsscale).
 	if per := s.cfg.DNSNodesPerReplica; per > 0 {

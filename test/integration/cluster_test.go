@@ -134,6 +134,7 @@ func TestCluster(t *testing.T) {
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
 	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c) })
+	t.Run("NetworkPolicyEnforced", func(t *testing.T) { testNetworkPolicy(ctx, t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)
 	}
