@@ -93,10 +93,22 @@ type index struct {
 	pods       []podEntry
 	namespaces map[string]labels.Set
 	policies   map[string][]*networkingv1.NetworkPolicy // by namespace
+	// A rule's peers depend on the rule alone, not on the pod it is
+	// compiled for: each is resolved once per compilation (a scan of the
+	// pods), not once per selected pod.
+	ingressPeers map[ruleKey][]netip.Prefix
+	egress       map[ruleKey][]Rule
+}
+
+// ruleKey names a rule of a policy.
+type ruleKey struct {
+	policy *networkingv1.NetworkPolicy
+	rule   int
 }
 
 func newIndex(c Cluster) (*index, error) {
-	idx := &index{namespaces: map[string]labels.Set{}, policies: map[string][]*networkingv1.NetworkPolicy{}}
+	idx := &index{namespaces: map[string]labels.Set{}, policies: map[string][]*networkingv1.NetworkPolicy{},
+		ingressPeers: map[ruleKey][]netip.Prefix{}, egress: map[ruleKey][]Rule{}}
 	for _, ns := range c.Namespaces {
 		idx.namespaces[ns.Name] = labels.Set(ns.Labels)
 	}
@@ -147,8 +159,8 @@ func (idx *index) rulesOf(e podEntry) (PodRules, bool, error) {
 		ingress, egress := policyTypes(p)
 		if ingress {
 			selected, r.IngressIsolated = true, true
-			for _, rule := range p.Spec.Ingress {
-				compiled, err := idx.ingressRule(p, rule, pod)
+			for i, rule := range p.Spec.Ingress {
+				compiled, err := idx.ingressRule(ruleKey{p, i}, rule, pod)
 				if err != nil {
 					return r, false, err
 				}
@@ -157,8 +169,8 @@ func (idx *index) rulesOf(e podEntry) (PodRules, bool, error) {
 		}
 		if egress {
 			selected, r.EgressIsolated = true, true
-			for _, rule := range p.Spec.Egress {
-				compiled, err := idx.egressRules(p, rule)
+			for i, rule := range p.Spec.Egress {
+				compiled, err := idx.egressRules(ruleKey{p, i}, rule)
 				if err != nil {
 					return r, false, err
 				}
@@ -180,10 +192,14 @@ func policyTypes(p *networkingv1.NetworkPolicy) (ingress, egress bool) {
 
 // ingressRule compiles an ingress rule of p for the selected pod target:
 // its named ports are target's.
-func (idx *index) ingressRule(p *networkingv1.NetworkPolicy, rule networkingv1.NetworkPolicyIngressRule, target *corev1.Pod) (Rule, error) {
-	peers, err := idx.peers(p, rule.From)
-	if err != nil {
-		return Rule{}, err
+func (idx *index) ingressRule(key ruleKey, rule networkingv1.NetworkPolicyIngressRule, target *corev1.Pod) (Rule, error) {
+	peers, ok := idx.ingressPeers[key]
+	if !ok {
+		var err error
+		if peers, err = idx.peers(key.policy, rule.From); err != nil {
+			return Rule{}, err
+		}
+		idx.ingressPeers[key] = peers
 	}
 	return Rule{Peers: peers, Ports: resolvePorts(rule.Ports, target)}, nil
 }
@@ -191,7 +207,19 @@ func (idx *index) ingressRule(p *networkingv1.NetworkPolicy, rule networkingv1.N
 // egressRules compiles an egress rule of p. Without named ports it is one
 // rule; with them, the named ports resolve against each peer pod, so each
 // peer pod gets a rule of its own ports (ipBlock peers match no name).
-func (idx *index) egressRules(p *networkingv1.NetworkPolicy, rule networkingv1.NetworkPolicyEgressRule) ([]Rule, error) {
+func (idx *index) egressRules(key ruleKey, rule networkingv1.NetworkPolicyEgressRule) ([]Rule, error) {
+	if rules, ok := idx.egress[key]; ok {
+		return rules, nil
+	}
+	rules, err := idx.compileEgress(key.policy, rule)
+	if err != nil {
+		return nil, err
+	}
+	idx.egress[key] = rules
+	return rules, nil
+}
+
+func (idx *index) compileEgress(p *networkingv1.NetworkPolicy, rule networkingv1.NetworkPolicyEgressRule) ([]Rule, error) {
 	if !hasNamedPort(rule.Ports) {
 		peers, err := idx.peers(p, rule.To)
 		if err != nil {

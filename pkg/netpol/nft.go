@@ -24,18 +24,19 @@ const Table = "k1m-netpol"
 func Render(rules []PodRules) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", Table, Table, Table)
+	sets := peerSets(&b, rules)
 	var ingress, egress []string
 	for i, r := range rules {
 		if r.IngressIsolated {
 			name := fmt.Sprintf("in-%d", i)
-			writeChain(&b, name, r, "ingress", "saddr", r.Ingress)
+			writeChain(&b, name, r, "ingress", "saddr", r.Ingress, sets)
 			for _, ip := range r.IPs {
 				ingress = append(ingress, fmt.Sprintf("%s : jump %s", ip, name))
 			}
 		}
 		if r.EgressIsolated {
 			name := fmt.Sprintf("out-%d", i)
-			writeChain(&b, name, r, "egress", "daddr", r.Egress)
+			writeChain(&b, name, r, "egress", "daddr", r.Egress, sets)
 			for _, ip := range r.IPs {
 				egress = append(egress, fmt.Sprintf("%s : jump %s", ip, name))
 			}
@@ -53,10 +54,35 @@ func Render(rules []PodRules) string {
 	return b.String()
 }
 
+// peerSets writes each distinct, non-empty peer list of the rules once, as
+// a named interval set, and returns the set names by list.
+func peerSets(b *strings.Builder, rules []PodRules) map[string]string {
+	sets := map[string]string{}
+	add := func(rs []Rule) {
+		for _, r := range rs {
+			if len(r.Peers) == 0 {
+				continue
+			}
+			key := setKey(r.Peers)
+			if _, ok := sets[key]; ok {
+				continue
+			}
+			name := fmt.Sprintf("peers-%d", len(sets))
+			sets[key] = name
+			fmt.Fprintf(b, "\tset %s {\n\t\ttype ipv6_addr\n\t\tflags interval\n\t\tauto-merge\n\t\telements = { %s }\n\t}\n", name, joinPrefixes(r.Peers))
+		}
+	}
+	for _, r := range rules {
+		add(r.Ingress)
+		add(r.Egress)
+	}
+	return sets
+}
+
 // writeChain writes a pod's chain for one direction: a return per allowed
 // peer set and port, then drop. peerField is the packet's address of the
 // peer (saddr for ingress, daddr for egress).
-func writeChain(b *strings.Builder, name string, r PodRules, direction, peerField string, rules []Rule) {
+func writeChain(b *strings.Builder, name string, r PodRules, direction, peerField string, rules []Rule, sets map[string]string) {
 	fmt.Fprintf(b, "\tchain %s {\n\t\tcomment %q\n", name, r.Namespace+"/"+r.Name+" "+direction)
 	for _, rule := range rules {
 		if rule.Peers != nil && len(rule.Peers) == 0 {
@@ -64,7 +90,7 @@ func writeChain(b *strings.Builder, name string, r PodRules, direction, peerFiel
 		}
 		match := ""
 		if rule.Peers != nil {
-			match = fmt.Sprintf("ip6 %s { %s } ", peerField, joinPrefixes(rule.Peers))
+			match = fmt.Sprintf("ip6 %s @%s ", peerField, sets[setKey(rule.Peers)])
 		}
 		if rule.Ports == nil {
 			fmt.Fprintf(b, "\t\t%sreturn\n", match)

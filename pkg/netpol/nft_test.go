@@ -22,16 +22,28 @@ func TestRender(t *testing.T) {
 	want := `table inet k1m-netpol
 delete table inet k1m-netpol
 table inet k1m-netpol {
+	set peers-0 {
+		type ipv6_addr
+		flags interval
+		auto-merge
+		elements = { fddf:2::20, fddf:5::/64 }
+	}
+	set peers-1 {
+		type ipv6_addr
+		flags interval
+		auto-merge
+		elements = { fddf:3::/64 }
+	}
 	chain in-0 {
 		comment "prod/web-1 ingress"
-		ip6 saddr { fddf:2::20, fddf:5::/64 } meta l4proto tcp th dport 8080 return
-		ip6 saddr { fddf:2::20, fddf:5::/64 } meta l4proto udp th dport 9000-9010 return
+		ip6 saddr @peers-0 meta l4proto tcp th dport 8080 return
+		ip6 saddr @peers-0 meta l4proto udp th dport 9000-9010 return
 		drop
 	}
 	chain out-1 {
 		comment "dev/client egress"
 		meta l4proto udp th dport 53 return
-		ip6 daddr { fddf:3::/64 } return
+		ip6 daddr @peers-1 return
 		drop
 	}
 	chain forward {

@@ -2,7 +2,6 @@ package netpol
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -24,7 +23,7 @@ import (
 // watches its own by name; nothing else of the cluster.
 const Namespace = "k1m-netpol"
 
-// RulesKey is the ConfigMap key of a node's rules (JSON of []PodRules).
+// RulesKey is the ConfigMap key of a node's rules (Encode's JSON).
 const RulesKey = "rules.json"
 
 // RulesLabel marks the rules ConfigMaps (the namespace also holds what is
@@ -147,7 +146,7 @@ func (p *Publisher) sync(ctx context.Context, c Cluster, published []*corev1.Con
 	}
 	cms := p.Client.CoreV1().ConfigMaps(Namespace)
 	for node, rules := range compiled {
-		data, err := json.Marshal(rules)
+		data, err := Encode(rules)
 		if err != nil {
 			return err
 		}
@@ -178,8 +177,8 @@ func (p *Publisher) sync(ctx context.Context, c Cluster, published []*corev1.Con
 
 // DecodeRules reads a node's published rules.
 func DecodeRules(cm *corev1.ConfigMap) ([]PodRules, error) {
-	var rules []PodRules
-	if err := json.Unmarshal([]byte(cm.Data[RulesKey]), &rules); err != nil {
+	rules, err := Decode([]byte(cm.Data[RulesKey]))
+	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, RulesKey, err)
 	}
 	return rules, nil

@@ -3,6 +3,7 @@ package netpol
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +94,11 @@ func TestEnforcer(t *testing.T) {
 		t.Fatalf("at start loaded:\n%s\nwant no rules", got)
 	}
 	rules := []PodRules{{Namespace: "prod", Name: "web-1", IPs: addrs("fddf:1::10"), IngressIsolated: true}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: Namespace}, Data: map[string]string{RulesKey: `[{"Namespace":"prod","Name":"web-1","IPs":["fddf:1::10"],"IngressIsolated":true}]`}}
+	data, err := Encode(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: Namespace}, Data: map[string]string{RulesKey: string(data)}}
 	if _, err := client.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,5 +110,28 @@ func TestEnforcer(t *testing.T) {
 	}
 	if got := next("after the rules' deletion"); got != Render(nil) {
 		t.Errorf("after deletion loaded:\n%s\nwant no rules", got)
+	}
+}
+
+// A node's rules come back from their published form whole, each distinct
+// peer list written once.
+func TestEncodeDecode(t *testing.T) {
+	rules := renderedCase()
+	shared := prefixes("fddf:9::1/128", "fddf:9::2/128")
+	rules = append(rules, PodRules{Namespace: "prod", Name: "web-3", IPs: addrs("fddf:1::30"), IngressIsolated: true,
+		Ingress: []Rule{{Peers: shared}, {Peers: prefixes("fddf:2::20/128", "fddf:5::/64"), Ports: []Port{{Protocol: tcp, Port: 8080}}}}})
+	data, err := Encode(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rules) {
+		t.Errorf("decoded:\n%+v\nwant\n%+v", got, rules)
+	}
+	if n := strings.Count(string(data), "fddf:5::/64"); n != 1 {
+		t.Errorf("a peer list shared by two rules is written %d times: %s", n, data)
 	}
 }
