@@ -64,6 +64,9 @@ var Modes = map[string]Mode{
 	"non-disruptive-conformance": {Name: "non-disruptive-conformance", Focus: `\[Conformance\]`, Skip: sonobuoyDefaultSkip},
 	"certified-conformance":      {Name: "certified-conformance", Focus: `\[Conformance\]`},
 	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip, Specs: len(CuratedFocus)},
+	// The upstream NetworkPolicy specs (docs/components.md), SCTP's
+	// aside: k1m's nodes run no SCTP module.
+	"netpol": {Name: "netpol", Focus: `\[sig-network\] Netpol`, Skip: sonobuoyDefaultSkip + `|SCTP`},
 }
 
 func curatedRegexp() string {
