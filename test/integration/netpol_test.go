@@ -101,7 +101,9 @@ func startNetpolPods(ctx context.Context, t *testing.T, c *cluster) *netpolPods 
 	}
 	pods := []*corev1.Pod{
 		netpolPod(npNamespace, "web", web, map[string]string{"app": "web"},
-			"mkdir -p /www && echo web > /www/index.html && httpd -p [::]:8080 -h /www && exec nc -lk -p 9000 -s :: > /tmp/lines"),
+			// busybox's nc serves one connection, and ends it when its own
+			// stdin ends: sleep holds that open.
+			"mkdir -p /www && echo web > /www/index.html && { sleep 3600 | nc -l -p 9000 > /www/lines & } && exec httpd -f -p [::]:8080 -h /www"),
 		netpolPod(npNamespace, p.client, other, nil, "exec sleep 3600"),
 		netpolPod(npFriendsNamespace, p.neighbor, web, nil, "exec sleep 3600"),
 	}
@@ -177,7 +179,7 @@ func (p *netpolPods) wantFetch(t *testing.T, ns, pod string, allowed bool, why s
 
 // lines counts the lines the web pod's line server received.
 func (p *netpolPods) lines(ctx context.Context, t *testing.T) int {
-	out, err := p.c.kubectl("exec", "-n", npNamespace, "web", "--", "sh", "-c", "wc -l < /tmp/lines")
+	out, err := p.c.kubectl("exec", "-n", npNamespace, "web", "--", "sh", "-c", "wc -l < /www/lines")
 	if err != nil {
 		t.Fatalf("counting the line server's lines: %v: %s", err, out)
 	}
