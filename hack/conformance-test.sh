@@ -34,7 +34,9 @@ run() {
 run --mode quick
 # Parallel: its [Serial] DaemonSet spec goes through the second phase.
 run --mode k1m-curated --parallel --procs 2
-K1M_DATABASE_TEST=1 ${GO:-go} run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/database/
+# go test runs in the package's directory: the harness's paths absolute.
+K1M=$(realpath "$K1M") CLUSTER_DIR=$(realpath "$CLUSTER_DIR") IMAGES_DIR=$(realpath "$IMAGES_DIR") K1M_DATABASE_TEST=1 \
+  ${GO:-go} run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/database/
 # Passed: the cluster goes with its data (about 11 GiB: five nodes' images
 # and three servers' etcds, which would fill the disk run after run); a
 # failed run keeps the data to look at, under DATA_ROOT.
