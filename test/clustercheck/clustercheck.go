@@ -286,3 +286,19 @@ func freshLeaseHolder(ctx context.Context, client kubernetes.Interface, name str
 	}
 	return holder, nil
 }
+
+// LeaseRenewedSince waits for node's Lease renewed after since (a restart
+// of its kubelet).
+func LeaseRenewedSince(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, since time.Time) {
+	t.Helper()
+	testutil.Eventually(t, 2*time.Minute, node+"'s Lease renewed after the restart", func() error {
+		lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(since) {
+			return fmt.Errorf("renewed last at %v, the restart was at %v", lease.Spec.RenewTime, since)
+		}
+		return nil
+	})
+}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/testutil"
@@ -204,17 +205,7 @@ func (d *db) waitReady(ctx context.Context, t *testing.T) {
 	})
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func podReady(p *corev1.Pod) bool { return p.DeletionTimestamp == nil && podutils.IsPodReady(p) }
 
 // zones wants the members in distinct zones and returns them by member.
 func (d *db) zones(ctx context.Context, t *testing.T) []string {
@@ -357,15 +348,6 @@ func (d *db) restartNodeOf(ctx context.Context, t *testing.T, i int) {
 			t.Fatal(err)
 		}
 	}
-	testutil.Eventually(t, 2*time.Minute, node+"'s Lease renewed after the restart", func() error {
-		lease, err := d.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
-			return fmt.Errorf("renewed last at %v, the restart was at %v", lease.Spec.RenewTime, restarted)
-		}
-		return nil
-	})
+	clustercheck.LeaseRenewedSince(ctx, t, d.client, node, restarted)
 	d.waitReady(ctx, t)
 }

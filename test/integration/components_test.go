@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k1m.dev/k1m/pkg/airgap"
-	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -39,16 +37,7 @@ func testPersistentVolumes(ctx context.Context, t *testing.T, c *cluster) {
 	agent := h.Agent(2).Name
 	restarted := time.Now()
 	must(t, "restart-agent", h.RestartAgent(ctx, 2))
-	testutil.Eventually(t, 2*time.Minute, agent+"'s Lease renewed after its agent's restart", func() error {
-		lease, err := c.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(restarted) {
-			return fmt.Errorf("renewed last at %v, the restart was at %v", lease.Spec.RenewTime, restarted)
-		}
-		return nil
-	})
+	clustercheck.LeaseRenewedSince(ctx, t, c.client, agent, restarted)
 	v.Check(ctx, t)
 
 	v.Delete(ctx, t)
