@@ -246,7 +246,11 @@ func (d *db) gateway(ctx context.Context, i int, path string, body any) ([]byte,
 		return nil, err
 	}
 	request := fmt.Sprintf("POST %s HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(data), data)
-	out, err := d.kubectl("exec", "-n", namespace, "client", "--", "sh", "-c", `printf '%s' "$0" | nc -w 5 "$1" 2379`, request, pod.Status.PodIP)
+	// nc half-closes the connection when its stdin ends, which etcd's
+	// gateway takes for a cancelled request, and ends only with its
+	// stdin: the stdin stays open a second, time for the answer (a slower
+	// one is a 408, and the caller tries again).
+	out, err := d.kubectl("exec", "-n", namespace, "client", "--", "sh", "-c", `{ printf '%s' "$0"; sleep 1; } | nc -w 5 "$1" 2379`, request, pod.Status.PodIP)
 	if err != nil {
 		return nil, fmt.Errorf("%s at %s: %v: %s", path, pod.Name, err, out)
 	}
@@ -259,18 +263,20 @@ func (d *db) gateway(ctx context.Context, i int, path string, body any) ([]byte,
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
-// write puts keys keys through member 0, each acknowledged (committed by
-// a majority), and returns them.
+// write puts keys keys through member 0 in one transaction, acknowledged
+// once a majority committed it, and returns them.
 func (d *db) write(ctx context.Context, t *testing.T, prefix string) []string {
 	var written []string
+	var puts []map[string]map[string]string
 	for k := range keys {
 		key := fmt.Sprintf("/k1m/%s/%02d", prefix, k)
-		testutil.Eventually(t, time.Minute, "writing "+key, func() error {
-			_, err := d.gateway(ctx, 0, "/v3/kv/put", map[string]string{"key": b64(key), "value": b64("value of " + key)})
-			return err
-		})
+		puts = append(puts, map[string]map[string]string{"requestPut": {"key": b64(key), "value": b64("value of " + key)}})
 		written = append(written, key)
 	}
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("writing %d keys under /k1m/%s/", keys, prefix), func() error {
+		_, err := d.gateway(ctx, 0, "/v3/kv/txn", map[string]any{"success": puts})
+		return err
+	})
 	return written
 }
 
@@ -313,7 +319,11 @@ func (d *db) deletePod(ctx context.Context, t *testing.T, i int) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, time.Minute, old.Name+" replaced", func() error {
-		if p := d.member(ctx, t, i); p.UID == old.UID {
+		p, err := d.client.CoreV1().Pods(namespace).Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil {
+			return err // NotFound until the StatefulSet makes it again
+		}
+		if p.UID == old.UID {
 			return fmt.Errorf("%s is the pod deleted", p.Name)
 		}
 		return nil
@@ -324,12 +334,20 @@ func (d *db) deletePod(ctx context.Context, t *testing.T, i int) {
 	d.waitReady(ctx, t)
 }
 
-// restartNodeOf restarts the k1m process of member i's node (its agent,
-// or its server), waits for the node's Lease renewed, then the members
-// ready.
+// restartNodeOf restarts the k1m process of a member's node (the first
+// member on an agent's node, else member i's server, killed and started
+// again), waits for the node's Lease renewed, then the members ready.
 func (d *db) restartNodeOf(ctx context.Context, t *testing.T, i int) {
-	node := d.member(ctx, t, i).Spec.NodeName
 	plan := d.h.Plan()
+	// An agent's node if a member runs on one: an agent restarts in
+	// seconds, a server takes its etcds with it.
+	for m := range replicas {
+		if n := d.member(ctx, t, m).Spec.NodeName; slices.ContainsFunc(plan.Agents, func(a localcluster.Node) bool { return a.Name == n }) {
+			i = m
+			break
+		}
+	}
+	node := d.member(ctx, t, i).Spec.NodeName
 	restarted := time.Now()
 	switch {
 	case slices.ContainsFunc(plan.Agents, func(n localcluster.Node) bool { return n.Name == node }):
