@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,23 @@ func TestOrderAlternates(t *testing.T) {
 	}
 	if strings.Join(names, "") != "abc" {
 		t.Errorf("order modified its input")
+	}
+}
+
+// The registry names each scenario once, the default ones first (make
+// bench's quick profile runs no local cluster).
+func TestScenarioRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	for i, s := range registry {
+		if seen[s.Name] || s.Run == nil {
+			t.Errorf("scenario %d %q: named twice or without a run", i, s.Name)
+		}
+		seen[s.Name] = true
+	}
+	if want := []string{"lease", "etcd", "nodes", "watchcache"}; !slices.Equal(DefaultScenarios, want) {
+		t.Errorf("default scenarios %v, want %v", DefaultScenarios, want)
+	}
+	if _, err := scenarioNamed("nope"); err == nil || !strings.HasPrefix(err.Error(), `--scenarios: unknown scenario "nope", want some of lease,etcd,`) {
+		t.Errorf("unknown scenario: %v", err)
 	}
 }

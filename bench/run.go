@@ -24,13 +24,65 @@ import (
 	"k1m.dev/k1m/pkg/config"
 )
 
-// Scenario names, in the order a run takes them.
-var Scenarios = append(append([]string{}, DefaultScenarios...), "scaleout", "deployed", "joins", "schedule", "cluster", "proxy", "dns")
+// Scenario is one benchmark scenario: its name (--scenarios), whether
+// make bench runs it unnamed, and what it runs, adding its rows to the
+// report. A new scenario is one entry here, its run function, and its
+// part of the Report.
+type Scenario struct {
+	Name string
+	// Default scenarios run without bringing up a local cluster (about
+	// 10 minutes in all); the others run only when named.
+	Default bool
+	Run     func(ctx context.Context, o Options, variants map[string]controlplane.Variant, rep *Report) error
+}
 
-// DefaultScenarios are what make bench runs (about 10 minutes): scaleout,
-// deployed, joins, schedule, cluster, proxy and dns bring up local clusters and
-// are asked for by name.
-var DefaultScenarios = []string{"lease", "etcd", "nodes", "watchcache"}
+// registry lists the scenarios in the order a run takes them.
+var registry = []Scenario{
+	{"lease", true, runLease},
+	{"etcd", true, ignoringVariants(runEtcd)},
+	{"nodes", true, runNodes},
+	{"watchcache", true, ignoringVariants(runWatchCache)},
+	{"scaleout", false, ignoringVariants(runScaleOut)},
+	{"deployed", false, ignoringVariants(runDeployed)},
+	{"joins", false, ignoringVariants(runJoins)},
+	{"schedule", false, ignoringVariants(runSchedule)},
+	{"cluster", false, ignoringVariants(runCluster)},
+	{"proxy", false, ignoringVariants(runProxy)},
+	{"dns", false, ignoringVariants(runDNS)},
+}
+
+// ignoringVariants adapts a scenario that starts its own control planes.
+func ignoringVariants(run func(context.Context, Options, *Report) error) func(context.Context, Options, map[string]controlplane.Variant, *Report) error {
+	return func(ctx context.Context, o Options, _ map[string]controlplane.Variant, rep *Report) error {
+		return run(ctx, o, rep)
+	}
+}
+
+// Scenarios are the scenario names, in the order a run takes them.
+var Scenarios = scenarioNames(func(Scenario) bool { return true })
+
+// DefaultScenarios are what make bench runs.
+var DefaultScenarios = scenarioNames(func(s Scenario) bool { return s.Default })
+
+func scenarioNames(keep func(Scenario) bool) []string {
+	var names []string
+	for _, s := range registry {
+		if keep(s) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// scenarioNamed is the registry's scenario of that name.
+func scenarioNamed(name string) (Scenario, error) {
+	for _, s := range registry {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Scenario{}, fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", name, strings.Join(Scenarios, ","))
+}
 
 // Options of a run.
 type Options struct {
@@ -95,31 +147,9 @@ func Run(ctx context.Context, o Options) error {
 	for _, s := range o.Scenarios {
 		start := time.Now()
 		fmt.Fprintf(o.Progress, "== scenario %s\n", s)
-		switch s {
-		case "lease":
-			err = runLease(ctx, o, variants, rep)
-		case "etcd":
-			err = runEtcd(ctx, o, rep)
-		case "nodes":
-			err = runNodes(ctx, o, variants, rep)
-		case "watchcache":
-			err = runWatchCache(ctx, o, rep)
-		case "scaleout":
-			err = runScaleOut(ctx, o, rep)
-		case "deployed":
-			err = runDeployed(ctx, o, rep)
-		case "joins":
-			err = runJoins(ctx, o, rep)
-		case "schedule":
-			err = runSchedule(ctx, o, rep)
-		case "cluster":
-			err = runCluster(ctx, o, rep)
-		case "proxy":
-			err = runProxy(ctx, o, rep)
-		case "dns":
-			err = runDNS(ctx, o, rep)
-		default:
-			err = fmt.Errorf("--scenarios: unknown scenario %q, want some of %s", s, strings.Join(Scenarios, ","))
+		scenario, err := scenarioNamed(s)
+		if err == nil {
+			err = scenario.Run(ctx, o, variants, rep)
 		}
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", s, err)
