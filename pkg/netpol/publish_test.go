@@ -135,3 +135,62 @@ func TestEncodeDecode(t *testing.T) {
 		t.Errorf("a peer list shared by two rules is written %d times: %s", n, data)
 	}
 }
+
+// A pod's change reaches only the nodes whose rules name it: a new peer
+// pod rewrites the rules of the node of the one pod that allows it, and a
+// pod no policy names rewrites nothing.
+func TestPodChangeRewritesOnlyTheNodesNamingIt(t *testing.T) {
+	ctx := context.Background()
+	fakeClient := fake.NewClientset()
+	p := &Publisher{Client: fakeClient}
+	c := base()
+	c.Pods[0].Labels = map[string]string{"app": "web", "name": "web-1"}
+	c.Policies = []*networkingv1.NetworkPolicy{policy("prod", "web-1", networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"name": "web-1"}},
+		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: client}}}}},
+	})}
+	published := func() []*corev1.ConfigMap {
+		list, err := fakeClient.CoreV1().ConfigMaps(Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*corev1.ConfigMap
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		return out
+	}
+	writes := func() []string {
+		var names []string
+		for _, a := range fakeClient.Actions() {
+			switch a := a.(type) {
+			case k8stesting.DeleteAction:
+				names = append(names, "delete "+a.GetName())
+			case k8stesting.CreateAction: // and updates, which have an object too
+				names = append(names, a.GetVerb()+" "+a.GetObject().(*corev1.ConfigMap).Name)
+			}
+		}
+		fakeClient.ClearActions()
+		return names
+	}
+	if err := p.sync(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := writes(); !reflect.DeepEqual(got, []string{"create n1"}) {
+		t.Fatalf("first sync wrote %v, want n1's rules only", got)
+	}
+	c.Pods = append(c.Pods, pod("dev", "batch", "n4", "fddf:4::1", map[string]string{"app": "batch"}))
+	if err := p.sync(ctx, c, published()); err != nil {
+		t.Fatal(err)
+	}
+	if got := writes(); len(got) != 0 {
+		t.Errorf("a pod no policy names wrote %v", got)
+	}
+	c.Pods = append(c.Pods, pod("prod", "client-2", "n4", "fddf:4::2", client))
+	if err := p.sync(ctx, c, published()); err != nil {
+		t.Fatal(err)
+	}
+	if got := writes(); !reflect.DeepEqual(got, []string{"update n1"}) {
+		t.Errorf("a new peer of web-1 wrote %v, want n1's rules only", got)
+	}
+}
