@@ -23,8 +23,9 @@
 //	                           bootstrap kubeconfig; deletes --token-file either way
 //	client       follow.go     the node's API client (its own certificate); the balancer follows the
 //	                           cluster's API servers through it
-//	pod-network  network.go    the node's CNI config and the routes to other nodes' pods (pkg/podnet);
-//	                           no routes when k1m-cluster says the provider routes the pod ranges
+//	pod-network  network.go    the node's CNI config and the routes to other nodes' pods (pkg/podnet),
+//	                           none when k1m-cluster says the provider routes the pod ranges; its
+//	                           pods' NetworkPolicy rules loaded into nftables (pkg/netpol)
 //	kube-proxy   kubelet.go    starts kube-proxy
 //	watch        follow.go     annotates the Node with its renew interval; on agents, watches
 //	                           k1m-cluster for a new lease profile
