@@ -62,7 +62,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, Mode, error) {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.mode, "mode", "quick", "quick, non-disruptive-conformance, certified-conformance, k1m-curated or netpol (the upstream NetworkPolicy specs)")
+	fs.StringVar(&f.mode, "mode", "quick", "quick, non-disruptive-conformance, certified-conformance, k1m-curated, netpol (the upstream NetworkPolicy specs) or netpol-curated")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's kubeconfig")
 	fs.StringVar(&f.image, "image", Image, "the conformance image (imported into the nodes)")
 	fs.StringVar(&f.repoList, "repo-list", "", "KUBE_TEST_REPO_LIST file naming the test images (Sonobuoy's --e2e-repo-config)")

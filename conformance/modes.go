@@ -64,18 +64,30 @@ var Modes = map[string]Mode{
 	"non-disruptive-conformance": {Name: "non-disruptive-conformance", Focus: `\[Conformance\]`, Skip: sonobuoyDefaultSkip},
 	"certified-conformance":      {Name: "certified-conformance", Focus: `\[Conformance\]`},
 	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip, Specs: len(CuratedFocus)},
-	// The upstream NetworkPolicy specs (docs/components.md), SCTP's
-	// aside: k1m's nodes run no SCTP module.
-	"netpol": {Name: "netpol", Focus: `\[sig-network\] Netpol`, Skip: sonobuoyDefaultSkip + `|SCTP`},
+	// The upstream NetworkPolicy specs (docs/components.md), but those
+	// sending SCTP: k1m's nodes run no SCTP module.
+	"netpol":         {Name: "netpol", Focus: `\[sig-network\] Netpol`, Skip: sonobuoyDefaultSkip + `|\[Feature:SCTPConnectivity\]`},
+	"netpol-curated": {Name: "netpol-curated", Focus: quoteAll(NetpolFocus), Skip: sonobuoyDefaultSkip, Specs: len(NetpolFocus)},
 }
 
-func curatedRegexp() string {
-	quoted := make([]string, len(CuratedFocus))
-	for i, f := range CuratedFocus {
+// NetpolFocus are upstream NetworkPolicy specs covering ingress, egress,
+// namespace and pod selectors and ipBlock excepts, over TCP.
+var NetpolFocus = []string{
+	`Netpol NetworkPolicy between server and client should support a 'default-deny-ingress' policy`,
+	`Netpol NetworkPolicy between server and client should enforce policy to allow traffic only from a pod in a different namespace based on PodSelector and NamespaceSelector`,
+	`Netpol NetworkPolicy between server and client should deny egress from pods based on PodSelector`,
+	`Netpol NetworkPolicy between server and client should enforce except clause while egress access to server in CIDR block`,
+}
+
+func quoteAll(names []string) string {
+	quoted := make([]string, len(names))
+	for i, f := range names {
 		quoted[i] = regexpQuote(f)
 	}
 	return strings.Join(quoted, "|")
 }
+
+func curatedRegexp() string { return quoteAll(CuratedFocus) }
 
 // regexpQuote escapes what ginkgo's regexp would read specially; spec
 // names use only parentheses, brackets and dots of those.
