@@ -273,17 +273,18 @@ func tail(out []byte) string {
 	return strings.Join(lines, "\n")
 }
 
-// testNodeWatches wants kube-apiserver to hold 6 watches of every Node
+// testNodeWatches wants kube-apiserver to hold 7 watches of every Node
 // (requireEveryNodeWatches): its own, kube-controller-manager's,
 // kube-scheduler's, the route publisher's, the approver's (whose serving
-// decisions check every Node's addresses) and this test's NotReady
-// monitor (TestCluster's watchNotReady); the audit log shows these six
-// users and no node. Every node's pod network used to add one (each Node
+// decisions check every Node's addresses), metrics-server's (one replica,
+// which scrapes every node) and this test's NotReady monitor
+// (TestCluster's watchNotReady); the audit log shows these seven users
+// and no node. Every node's pod network used to add one (each Node
 // status report then reached every node: 5 such watches with 2 nodes, 8
 // with 5, measured before the routes were published). The pod routes the
 // nodes follow are published, one per node.
 func testNodeWatches(ctx context.Context, t *testing.T, c *cluster) {
-	requireEveryNodeWatches(ctx, t, []kubernetes.Interface{c.client}, nodes, 6)
+	requireEveryNodeWatches(ctx, t, []kubernetes.Interface{c.client}, nodes, 7)
 	routes, err := c.client.CoreV1().ConfigMaps(podnet.RoutesNamespace).List(ctx, metav1.ListOptions{LabelSelector: podnet.RouteLabel})
 	if err != nil || len(routes.Items) != nodes {
 		t.Errorf("%s holds %d routes (%v), want one per node (%d)", podnet.RoutesNamespace, len(routes.Items), err, nodes)

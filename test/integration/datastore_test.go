@@ -171,12 +171,12 @@ func TestExternalDatastore(t *testing.T) {
 	})
 	t.Run("CoreDNSFollowsTheNodeCount", func(t *testing.T) { testCoreDNSFollowsNodes(ctx, t, clients[0], 3) })
 	t.Run("DisabledLocalStorageLeftOut", func(t *testing.T) { testLocalStorageLeftOut(ctx, t, clients[0]) })
-	// TestMultiServer's 9 less the route publisher, which provider mode
+	// TestMultiServer's 10 less the route publisher, which provider mode
 	// does not run: each server's kube-apiserver and kube-scheduler, the
-	// leading controller-manager and approver. A watch of every Node per
-	// node would add 3.
+	// leading controller-manager and approver, metrics-server. A watch of
+	// every Node per node would add 3.
 	t.Run("NoWatchOfEveryNodePerNodeWithoutRoutes", func(t *testing.T) {
-		requireEveryNodeWatches(ctx, t, clients, 3, 8)
+		requireEveryNodeWatches(ctx, t, clients, 3, 9)
 	})
 	t.Run("ProviderRoutedPodNetwork", func(t *testing.T) { testProviderRoutes(ctx, t, h, clients[0], k1m) })
 	t.Run("NoDurableMemberAndTheClaim", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/bench/apimetrics"
@@ -25,6 +26,18 @@ import (
 // measurement (WatchEventsByKind), not a test's.
 func requireEveryNodeWatches(ctx context.Context, t *testing.T, clients []kubernetes.Interface, nodes, want int) {
 	t.Helper()
+	// metrics-server's watch is one of them: counted once it is ready
+	// (its caches synced), which takes a minute from a cluster's start.
+	testutil.Eventually(t, 3*time.Minute, "metrics-server available", func() error {
+		d, err := clients[0].AppsV1().Deployments("kube-system").Get(ctx, "metrics-server", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("%d of %d replicas available", d.Status.AvailableReplicas, d.Status.Replicas)
+		}
+		return nil
+	})
 	var last []int
 	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%d watches of every Node over %d servers (%d nodes)", want, len(clients), nodes), func() error {
 		counts, total, err := everyNodeWatches(ctx, clients)
