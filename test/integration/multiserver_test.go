@@ -28,6 +28,7 @@ import (
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/netpol"
 	"k1m.dev/k1m/pkg/pki"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/readiness"
@@ -274,7 +275,7 @@ func (m *multiCluster) requireMembersNamed(ctx context.Context, t *testing.T, wa
 // server's node name.
 func (m *multiCluster) requireOneLeader(ctx context.Context, t *testing.T) {
 	servers := m.h.ServerNames()
-	for _, election := range []string{"kube-controller-manager", "kube-scheduler", approver.Election, server.RoutesElection} {
+	for _, election := range []string{"kube-controller-manager", "kube-scheduler", approver.Election, server.RoutesElection, netpol.Election} {
 		testutil.Eventually(t, 30*time.Second, "the Lease kube-system/"+election+" held by a server", func() error {
 			lease, err := m.client(1).CoordinationV1().Leases("kube-system").Get(ctx, election, metav1.GetOptions{})
 			if err != nil {
