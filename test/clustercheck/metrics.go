@@ -61,18 +61,31 @@ func MetricsAPI(ctx context.Context, t *testing.T, c Cluster) {
 	}
 }
 
-// HPAScalesOnCPU runs a Deployment of one pod that uses five times the
-// CPU it requests (a busy loop held to 50m by its limit), behind a
-// HorizontalPodAutoscaler aiming at 50% of the request, and wants the
-// autoscaler to scale it to its maximum, 2, from the Metrics API's
-// samples. It deletes both after.
-func HPAScalesOnCPU(ctx context.Context, t *testing.T, c Cluster, namespace, image string) {
+// HPA is a Deployment of one pod that uses five times the CPU it requests
+// (a busy loop held to 50m by its limit), behind a
+// HorizontalPodAutoscaler aiming at 50% of the request: the autoscaler
+// must scale it to its maximum, 2, from the Metrics API's samples.
+type HPA struct {
+	c         Cluster
+	namespace string
+}
+
+// hpaName names the Deployment and its autoscaler.
+const hpaName = "burn"
+
+// StartHPA creates the namespace, the Deployment and its autoscaler, and
+// returns at once: metrics-server's first samples take a minute from a
+// cluster's start, which a test may spend on other checks.
+func StartHPA(ctx context.Context, t *testing.T, c Cluster, namespace, image string) *HPA {
 	t.Helper()
 	client := c.Client()
-	labels := map[string]string{"app": "burn"}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": hpaName}
 	one, two := int32(1), int32(2)
 	deploy := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "burn", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: hpaName, Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -82,7 +95,7 @@ func HPAScalesOnCPU(ctx context.Context, t *testing.T, c Cluster, namespace, ima
 					Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					TerminationGracePeriodSeconds: new(int64),
 					Containers: []corev1.Container{{
-						Name: "burn", Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", "while :; do :; done"},
+						Name: hpaName, Image: image, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", "while :; do :; done"},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
 							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
@@ -95,12 +108,11 @@ func HPAScalesOnCPU(ctx context.Context, t *testing.T, c Cluster, namespace, ima
 	if _, err := client.AppsV1().Deployments(namespace).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer client.AppsV1().Deployments(namespace).Delete(context.Background(), deploy.Name, metav1.DeleteOptions{})
 	target := int32(50)
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{
-		ObjectMeta: metav1.ObjectMeta{Name: "burn", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: hpaName, Namespace: namespace},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: deploy.Name},
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: hpaName},
 			MinReplicas:    &one,
 			MaxReplicas:    two,
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
@@ -111,20 +123,28 @@ func HPAScalesOnCPU(ctx context.Context, t *testing.T, c Cluster, namespace, ima
 	if _, err := client.AutoscalingV2().HorizontalPodAutoscalers(namespace).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	defer client.AutoscalingV2().HorizontalPodAutoscalers(namespace).Delete(context.Background(), hpa.Name, metav1.DeleteOptions{})
+	return &HPA{c: c, namespace: namespace}
+}
+
+// WaitScaled waits for the autoscaler to have scaled the Deployment to 2,
+// then deletes the namespace (the busy pods with it).
+func (h *HPA) WaitScaled(ctx context.Context, t *testing.T) {
+	t.Helper()
+	client := h.c.Client()
+	defer client.CoreV1().Namespaces().Delete(context.Background(), h.namespace, metav1.DeleteOptions{})
 	testutil.Eventually(t, 3*time.Minute, "the HorizontalPodAutoscaler scaling burn to 2 on its CPU", func() error {
-		h, err := client.AutoscalingV2().HorizontalPodAutoscalers(namespace).Get(ctx, hpa.Name, metav1.GetOptions{})
+		a, err := client.AutoscalingV2().HorizontalPodAutoscalers(h.namespace).Get(ctx, hpaName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if h.Status.DesiredReplicas != two {
-			return fmt.Errorf("desired replicas %d, current %d, CPU %s; conditions %s", h.Status.DesiredReplicas, h.Status.CurrentReplicas, utilization(h), conditions(h))
+		if a.Status.DesiredReplicas != 2 {
+			return fmt.Errorf("desired replicas %d, current %d, CPU %s; conditions %s", a.Status.DesiredReplicas, a.Status.CurrentReplicas, utilization(a), conditions(a))
 		}
-		d, err := client.AppsV1().Deployments(namespace).Get(ctx, deploy.Name, metav1.GetOptions{})
+		d, err := client.AppsV1().Deployments(h.namespace).Get(ctx, hpaName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != two {
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 			return fmt.Errorf("the autoscaler wants 2, the Deployment has %v", d.Spec.Replicas)
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
@@ -118,6 +119,8 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 
 	flaps := watchNotReady(ctx, t, c.client)
+	// Checked late: metrics-server's first samples take a minute.
+	hpa := clustercheck.StartHPA(ctx, t, c, "metrics", airgap.BusyboxImage)
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
 	t.Run("NodeLabelsTaintsAndRoles", func(t *testing.T) { testNodeLabelsAndTaints(ctx, t, c) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
@@ -133,7 +136,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
-	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c) })
+	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c, hpa) })
 	t.Run("NetworkPolicyEnforced", func(t *testing.T) { testNetworkPolicy(ctx, t, c) })
 	if got := flaps.stop(); len(got) > 0 {
 		t.Errorf("nodes went NotReady during the test: %v", got)

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/test/clustercheck"
 )
@@ -48,13 +45,10 @@ func testPersistentVolumes(ctx context.Context, t *testing.T, c *cluster) {
 	}
 }
 
-// testMetrics wants the Metrics API answering for every node, then a
-// HorizontalPodAutoscaler scaling a Deployment on its CPU.
-func testMetrics(ctx context.Context, t *testing.T, c *cluster) {
+// testMetrics wants the Metrics API answering for every node, then the
+// HorizontalPodAutoscaler TestCluster started at its beginning scaling its
+// Deployment on CPU.
+func testMetrics(ctx context.Context, t *testing.T, c *cluster, hpa *clustercheck.HPA) {
 	clustercheck.MetricsAPI(ctx, t, c)
-	ns := "metrics"
-	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	clustercheck.HPAScalesOnCPU(ctx, t, c, ns, airgap.BusyboxImage)
+	hpa.WaitScaled(ctx, t)
 }

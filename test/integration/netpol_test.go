@@ -154,8 +154,8 @@ func (p *netpolPods) fetch(ns, pod string) (string, error) {
 }
 
 // wantFetch waits for the client's fetch to succeed (allowed) or fail
-// (refused) three times in a row: the rules reach the nodes within a
-// few seconds of a change.
+// (refused) twice in a row: the rules reach the nodes within a few
+// seconds of a change.
 func (p *netpolPods) wantFetch(t *testing.T, ns, pod string, allowed bool, why string) {
 	t.Helper()
 	what := fmt.Sprintf("%s/%s's fetch from the web pod refused (%s)", ns, pod, why)
@@ -170,7 +170,7 @@ func (p *netpolPods) wantFetch(t *testing.T, ns, pod string, allowed bool, why s
 			streak = 0
 			return fmt.Errorf("fetch: %v: %q", err, out)
 		}
-		if streak++; streak < 3 {
+		if streak++; streak < 2 {
 			return fmt.Errorf("%d in a row so far", streak)
 		}
 		return nil
