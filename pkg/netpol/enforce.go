@@ -31,9 +31,11 @@ type Enforcer struct {
 // retry is how soon a failed load is tried again.
 const retry = 5 * time.Second
 
-// Run enforces until ctx ends. It starts from no rules (what an earlier
-// run left is replaced at once), and a deleted ConfigMap is no rules: a
-// node without published rules isolates nothing.
+// Run enforces until ctx ends. What an earlier run loaded stays until
+// this node's rules are read (a restart, or servers out of reach, opens no
+// window without policies); then the table is replaced with them. A
+// missing or deleted ConfigMap is no rules: a node without published
+// rules isolates nothing.
 func (e *Enforcer) Run(ctx context.Context) {
 	apply := e.Apply
 	if apply == nil {
@@ -55,7 +57,7 @@ func (e *Enforcer) Run(ctx context.Context) {
 		ListFunc:  func(o metav1.ListOptions) (runtime.Object, error) { byName(&o); return cms.List(ctx, o) },
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) { byName(&o); return cms.Watch(ctx, o) },
 	}
-	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.ConfigMap{},
 		Handler: cache.ResourceEventHandlerFuncs{
@@ -65,8 +67,20 @@ func (e *Enforcer) Run(ctx context.Context) {
 		},
 	})
 	go informer.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return
+	}
+	// The store holds what the first list found; an event after the drain
+	// comes through updates.
+	select {
+	case <-updates:
+	default:
+	}
 	var current *corev1.ConfigMap
-	pending := true // the empty table first
+	if o, ok, _ := store.GetByKey(Namespace + "/" + e.Node); ok {
+		current = o.(*corev1.ConfigMap)
+	}
+	pending := true
 	for {
 		if pending {
 			if err := e.load(ctx, apply, current); err != nil {

@@ -194,3 +194,26 @@ func TestPodChangeRewritesOnlyTheNodesNamingIt(t *testing.T) {
 		t.Errorf("a new peer of web-1 wrote %v, want n1's rules only", got)
 	}
 }
+
+// An enforcer that starts (an agent's restart) loads its node's published
+// rules first, never an empty table: no window without policies.
+func TestEnforcerStartsFromItsPublishedRules(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rules := []PodRules{{Namespace: "prod", Name: "web-1", IPs: addrs("fddf:1::10"), IngressIsolated: true}}
+	data, err := Encode(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeClient := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: Namespace}, Data: map[string]string{RulesKey: string(data)}})
+	scripts := make(chan string, 10)
+	go (&Enforcer{Client: fakeClient, Node: "n1", Apply: func(_ context.Context, s string) error { scripts <- s; return nil }}).Run(ctx)
+	select {
+	case got := <-scripts:
+		if got != Render(rules) {
+			t.Errorf("first load:\n%s\nwant the published rules:\n%s", got, Render(rules))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no script loaded within 10 s of the start")
+	}
+}
