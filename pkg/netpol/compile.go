@@ -66,10 +66,7 @@ type Cluster struct {
 // does not parse is an error naming it (the API server validates them, so
 // this is a bug or a corrupt object).
 func Compile(c Cluster) (map[string][]PodRules, error) {
-	idx, err := newIndex(c)
-	if err != nil {
-		return nil, err
-	}
+	idx := newIndex(c)
 	out := map[string][]PodRules{}
 	for _, pod := range idx.pods {
 		r, selected, err := idx.rulesOf(pod)
@@ -106,7 +103,7 @@ type ruleKey struct {
 	rule   int
 }
 
-func newIndex(c Cluster) (*index, error) {
+func newIndex(c Cluster) *index {
 	idx := &index{namespaces: map[string]labels.Set{}, policies: map[string][]*networkingv1.NetworkPolicy{},
 		ingressPeers: map[ruleKey][]netip.Prefix{}, egress: map[ruleKey][]Rule{}}
 	for _, ns := range c.Namespaces {
@@ -127,13 +124,14 @@ func newIndex(c Cluster) (*index, error) {
 		}
 		var ips []netip.Addr
 		for _, ip := range pod.Status.PodIPs {
-			if a, err := netip.ParseAddr(ip.IP); err == nil {
+			// IPv6 only: the rules are IPv6 sets and maps.
+			if a, err := netip.ParseAddr(ip.IP); err == nil && a.Unmap().Is6() {
 				ips = append(ips, a.Unmap())
 			}
 		}
 		idx.pods = append(idx.pods, podEntry{pod: pod, ips: ips})
 	}
-	return idx, nil
+	return idx
 }
 
 func compareNames(a, b metav1.ObjectMeta) int {
@@ -395,11 +393,16 @@ func protocol(p networkingv1.NetworkPolicyPort) corev1.Protocol {
 	return *p.Protocol
 }
 
-// ipBlock is a CIDR less its excepts, as disjoint prefixes.
+// ipBlock is a CIDR less its excepts, as disjoint prefixes. An IPv4 CIDR
+// is none: no IPv6 packet is in it, and an IPv4 element in the node's
+// IPv6 sets would fail the whole node's rules.
 func ipBlock(b *networkingv1.IPBlock) ([]netip.Prefix, error) {
 	cidr, err := netip.ParsePrefix(b.CIDR)
 	if err != nil {
 		return nil, fmt.Errorf("ipBlock cidr %q: %w", b.CIDR, err)
+	}
+	if !cidr.Addr().Is6() || cidr.Addr().Is4In6() {
+		return nil, nil
 	}
 	out := []netip.Prefix{cidr.Masked()}
 	for _, e := range b.Except {

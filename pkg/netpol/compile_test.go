@@ -182,3 +182,29 @@ func sortPrefixes(p []netip.Prefix) {
 		}
 	}
 }
+
+// An IPv4 ipBlock selects nothing in an IPv6-only cluster: its rule
+// allows no peer, and the node's rules hold no IPv4 element (which would
+// fail its IPv6 sets, and with them every policy of the node).
+func TestIPv4BlockSelectsNothing(t *testing.T) {
+	c := base()
+	c.Policies = []*networkingv1.NetworkPolicy{policy("dev", "v4", networkingv1.NetworkPolicySpec{
+		PodSelector: metav1.LabelSelector{MatchLabels: client},
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+		Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8", Except: []string{"10.1.0.0/16"}}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "fddf:5::/64"}},
+		}}},
+	})}
+	got, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]PodRules{
+		"n3": {{Namespace: "dev", Name: "client", IPs: addrs("fddf:3::20"), EgressIsolated: true,
+			Egress: []Rule{{Peers: prefixes("fddf:5::/64")}}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Compile:\n got %+v\nwant %+v", got, want)
+	}
+}
