@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -284,4 +286,27 @@ func TestMetricsServerSizedAndTrustingTheKubeletServingCA(t *testing.T) {
 		t.Errorf("metrics-server image %s args %q, want %q", c.Image, c.Args, wantArgs)
 	}
 	find(t, objs, "APIService", "v1beta1.metrics.k8s.io")
+}
+
+// Apply's requests (discovery, an apply per object, a delete per removed
+// or retired one) all fit in its client's burst, so no server start waits
+// on client-side throttling; the caller's config is left as it was.
+func TestApplyNeverWaitsOnItsRateLimit(t *testing.T) {
+	apply, remove, err := Objects(values())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const discovery = 4 // /api, /apis, and a retry of each at most
+	if n := discovery + len(apply) + len(remove) + len(Retired); n > applyBurst {
+		t.Errorf("Apply makes up to %d requests, over its burst of %d", n, applyBurst)
+	}
+	caller := &rest.Config{Host: "https://[::1]:6443", QPS: 5, Burst: 10}
+	got := applyConfig(caller)
+	want := &rest.Config{Host: "https://[::1]:6443", QPS: applyBurst, Burst: applyBurst}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("applyConfig: %+v, want %+v", got, want)
+	}
+	if caller.QPS != 5 || caller.Burst != 10 {
+		t.Errorf("the caller's config changed: QPS %v, burst %d", caller.QPS, caller.Burst)
+	}
 }

@@ -32,9 +32,21 @@ const recipe = "k1m-kind-base-1"
 // Inputs are what the images are made from.
 type Inputs struct {
 	KindDir string // the sigs.k8s.io/kind module (images/base/files)
-	Work    string // Debian trees and layers kept between builds
-	Mirror  string // the Debian mirror debootstrap uses
-	Log     io.Writer
+	Work    string // the node image's trees, layers and archives
+	// Base holds the base tree and its layer, named by BaseKey, so that
+	// builds in fresh clones share them (K1M_CACHE_DIR/kind-base); empty
+	// means Work.
+	Base   string
+	Mirror string // the Debian mirror debootstrap uses
+	Log    io.Writer
+}
+
+// baseDir holds the base tree and its layer.
+func (in Inputs) baseDir() string {
+	if in.Base != "" {
+		return in.Base
+	}
+	return in.Work
 }
 
 // BaseKey names the base image after its packages, kind's version and the
@@ -45,7 +57,7 @@ func (in Inputs) BaseKey() string {
 
 // BaseRoot makes (once) the base image's root file system and returns it.
 func (in Inputs) BaseRoot() (string, error) {
-	root := filepath.Join(in.Work, "kind-base-"+in.BaseKey())
+	root := filepath.Join(in.baseDir(), "kind-base-"+in.BaseKey())
 	if _, err := os.Stat(root + ".prepared"); err == nil {
 		return root, nil
 	}

@@ -218,3 +218,36 @@ func TestTagAndInputsHash(t *testing.T) {
 		t.Error("a missing input was not reported")
 	}
 }
+
+// A prepared base tree and its layer in the shared Base directory are used
+// as they are, whatever the work directory: a fresh clone's build runs no
+// debootstrap. Without Base, both live in Work.
+func TestBaseTreeAndLayerFromTheSharedDirectory(t *testing.T) {
+	for _, c := range []struct{ name, base string }{{"shared", t.TempDir()}, {"work only", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			work := t.TempDir()
+			in := Inputs{KindDir: "/nonexistent/kind@v0.27.0", Work: work, Base: c.base, Log: new(bytes.Buffer)}
+			dir := c.base
+			if dir == "" {
+				dir = work
+			}
+			root := filepath.Join(dir, "kind-base-"+in.BaseKey())
+			layer := filepath.Join(dir, "layers", "kind-base-"+in.BaseKey()+".tar")
+			for path, data := range map[string]string{root + ".prepared": "", layer: "layer", layer + ".diffid": "sha256:abc\n"} {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := in.BaseRoot()
+			if err != nil || got != root {
+				t.Fatalf("BaseRoot() = %q, %v; want %q", got, err, root)
+			}
+			if id, err := in.BaseDiffID(); err != nil || id != "sha256:abc" {
+				t.Fatalf("BaseDiffID() = %q, %v; want sha256:abc from %s", id, err, layer+".diffid")
+			}
+		})
+	}
+}

@@ -124,9 +124,9 @@ var nodeSymlinks = map[string]string{
 }
 
 // BaseDiffID is the diff ID of the base layer node images are built on,
-// written once per base key in in.Work: a base image loaded from another
-// work directory (a fresh clone sharing the Docker engine) has the same
-// name but may hold other bytes.
+// written once per base key beside the layer: a base image loaded from
+// another base directory (a build without the shared cache, on the same
+// Docker engine) has the same name but may hold other bytes.
 func (in Inputs) BaseDiffID() (string, error) {
 	root, err := in.BaseRoot()
 	if err != nil {
@@ -187,7 +187,7 @@ func nodeConfig() images.Config {
 
 // baseLayer writes (once per base key) the base tree as a layer.
 func (in Inputs) baseLayer(root string) (images.Layer, error) {
-	path := filepath.Join(in.Work, "layers", "kind-base-"+in.BaseKey()+".tar")
+	path := filepath.Join(in.baseDir(), "layers", "kind-base-"+in.BaseKey()+".tar")
 	idPath := path + ".diffid"
 	if id, err := os.ReadFile(idPath); err == nil {
 		if _, err := os.Stat(path); err == nil {

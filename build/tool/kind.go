@@ -115,7 +115,11 @@ func (p project) kindImage() error {
 	if err != nil {
 		return err
 	}
-	in := kindimage.Inputs{KindDir: kindMod.Dir, Work: work, Mirror: debianMirror(), Log: p.log}
+	cache, err := CacheDir()
+	if err != nil {
+		return err
+	}
+	in := kindimage.Inputs{KindDir: kindMod.Dir, Work: work, Base: filepath.Join(cache, "kind-base"), Mirror: debianMirror(), Log: p.log}
 	node := kindimage.Node{Version: strings.TrimSpace(string(version)), Bin: bin, CNI: filepath.Join(tools, "k1m-cni"),
 		Etcd: filepath.Join(tools, "etcd"), Crictl: filepath.Join(tools, "crictl"), ImageDir: filepath.Join(p.out, "images")}
 	hash, err := in.InputsHash(node)

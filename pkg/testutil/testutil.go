@@ -4,12 +4,17 @@ package testutil
 
 import (
 	"context"
+	"io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/grpclog"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/poll"
 )
@@ -65,4 +70,37 @@ func Budget(t *testing.T, budget time.Duration) (context.Context, context.Cancel
 	}
 	t.Logf("budget: %s, until %s", time.Until(deadline).Round(time.Second), deadline.Format(time.TimeOnly))
 	return context.WithDeadline(context.Background(), deadline)
+}
+
+// RESTConfig loads a kubeconfig file with its certificate and key read in.
+// A client that names its files, as a kubeconfig does, has client-go reload
+// them every few seconds; once its cluster's data directory is deleted, it
+// logs an error for each reload for the rest of the test binary's run, in
+// the middle of other tests' output.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return InlineTLS(cfg)
+}
+
+// InlineTLS reads cfg's CA, certificate and key files into it, and drops
+// the file names, so that no client reloads them.
+func InlineTLS(cfg *rest.Config) (*rest.Config, error) {
+	c := rest.CopyConfig(cfg)
+	if err := rest.LoadTLSFiles(c); err != nil {
+		return nil, err
+	}
+	c.CAFile, c.CertFile, c.KeyFile = "", "", ""
+	return c, nil
+}
+
+// QuietGRPC keeps grpc's info and warning lines out of a cluster test's
+// output: its etcd clients log one for each reconnect that fails while a
+// test has stopped or killed a server, which the server's own log and the
+// test's messages already say. Errors still print. Call it from an init
+// function, before any client is made.
+func QuietGRPC() {
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 }

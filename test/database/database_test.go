@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	"k1m.dev/k1m/pkg/airgap"
@@ -73,7 +72,7 @@ func TestReplicatedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := h.Server(1).AdminKubeconfig()
-	cfg, err := clientcmd.BuildConfigFromFlags("", admin)
+	cfg, err := testutil.RESTConfig(admin)
 	if err != nil {
 		t.Fatal(err)
 	}

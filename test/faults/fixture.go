@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/localcluster"
 )
 
@@ -86,7 +86,7 @@ func Start(ctx context.Context, o Options) (*Fixture, error) {
 		return f, err
 	}
 	for i := 1; i <= Servers; i++ {
-		cfg, err := clientcmd.BuildConfigFromFlags("", h.Server(i).AdminKubeconfig())
+		cfg, err := testutil.RESTConfig(h.Server(i).AdminKubeconfig())
 		if err != nil {
 			return f, err
 		}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/datadir"
@@ -110,7 +109,7 @@ func TestCluster(t *testing.T) {
 	defer func() { tearDown(t, c.harness(t), clusterDir, dataRoot) }()
 	leaveStaleNamespace(t)
 	must(t, "up", c.harness(t).Up(context.Background()))
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
+	cfg, err := testutil.RESTConfig(c.adminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

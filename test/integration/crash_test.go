@@ -8,8 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/faults"
 )
@@ -19,7 +19,7 @@ import (
 // that every acknowledged write survived (the durable etcd fsyncs) and
 // that every node is Ready again within one lease duration.
 func testCrash(ctx context.Context, t *testing.T, c *cluster) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
+	cfg, err := testutil.RESTConfig(c.adminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
@@ -145,7 +144,7 @@ func TestExternalDatastore(t *testing.T) {
 	must(t, "up", h.Up(ctx))
 	clients := make([]kubernetes.Interface, 3)
 	for i := range clients {
-		cfg, err := clientcmd.BuildConfigFromFlags("", h.Server(i+1).AdminKubeconfig())
+		cfg, err := testutil.RESTConfig(h.Server(i + 1).AdminKubeconfig())
 		if err != nil {
 			t.Fatal(err)
 		}

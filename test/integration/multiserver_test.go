@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/agent/loadbalancer"
 	"k1m.dev/k1m/pkg/approver"
@@ -73,7 +72,7 @@ func TestMultiServer(t *testing.T) {
 	must(t, "up", h.Up(context.Background()))
 	m := &multiCluster{h: h, k1m: k1m}
 	for i := 1; i <= multiServers; i++ {
-		cfg, err := clientcmd.BuildConfigFromFlags("", h.Server(i).AdminKubeconfig())
+		cfg, err := testutil.RESTConfig(h.Server(i).AdminKubeconfig())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -668,7 +667,7 @@ func waitServerReady(ctx context.Context, t *testing.T, kubeconfig string, exite
 			return poll.Stop(fmt.Errorf("the server exited: %w", err))
 		default:
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		cfg, err := testutil.RESTConfig(kubeconfig)
 		if err != nil {
 			return err
 		}

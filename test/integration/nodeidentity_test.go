@@ -44,8 +44,18 @@ func testNodeIdentity(ctx context.Context, t *testing.T, c *cluster) {
 // asNode is a client with node's own client certificate.
 func (c *cluster) asNode(node string) kubernetes.Interface {
 	cert := filepath.Join(c.nodeDir(node), "kubelet-pki", "kubelet-client-current.pem")
-	return kubernetes.NewForConfigOrDie(&rest.Config{Host: serverURL,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: c.tlsFile("ca.crt"), CertFile: cert, KeyFile: cert}})
+	return c.clientWithCertificate(cert)
+}
+
+// clientWithCertificate is a client with the certificate and key in the
+// PEM file certAndKey, read now (testutil.InlineTLS).
+func (c *cluster) clientWithCertificate(certAndKey string) kubernetes.Interface {
+	cfg, err := testutil.InlineTLS(&rest.Config{Host: serverURL,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: c.tlsFile("ca.crt"), CertFile: certAndKey, KeyFile: certAndKey}})
+	if err != nil {
+		panic(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
 }
 
 // testNodeRBAC tries, with k1m-node-1's credentials, what a node never

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/flavor"
+	"k1m.dev/k1m/pkg/testutil"
 )
 
 // schedulerConfigz is what the test reads of kube-scheduler's /configz,
@@ -32,7 +32,7 @@ type schedulerConfigz struct {
 // admin's certificate, which it checks with kube-apiserver): what k1m
 // wrote in its file is what it runs with, not only what the file says.
 func testSchedulerConfiguration(ctx context.Context, t *testing.T, c *cluster) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.adminKubeconfig())
+	cfg, err := testutil.RESTConfig(c.adminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"k1m.dev/k1m/pkg/approver"
 	"k1m.dev/k1m/pkg/constants"
@@ -622,8 +621,7 @@ func testPassThrough(ctx context.Context, t *testing.T, c *cluster) {
 func testServingCertificateAttack(ctx context.Context, t *testing.T, c *cluster) {
 	const node, serviceIP, apiName = "k1m-node-1", "fddf:4035:b510::1", "kubernetes.default.svc"
 	nodeCert := filepath.Join(c.nodeDir(node), "kubelet-pki", "kubelet-client-current.pem")
-	asNode := kubernetes.NewForConfigOrDie(&rest.Config{Host: serverURL,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: c.tlsFile("ca.crt"), CertFile: nodeCert, KeyFile: nodeCert}})
+	asNode := c.clientWithCertificate(nodeCert)
 	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalDNS","address":%q},{"type":"ExternalIP","address":%q}]}}`, apiName, serviceIP)
 	if _, err := asNode.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatalf("the node could not write its own status (the attack's first step): %v", err)
@@ -715,7 +713,7 @@ func handshakeAsAPIServer(t *testing.T, pair *tls.Certificate, caPEM []byte) err
 // (403), the super-admin's still works (break-glass); the binding put back,
 // the admin works again.
 func testAdminRevocable(ctx context.Context, t *testing.T, c *cluster) {
-	superCfg, err := clientcmd.BuildConfigFromFlags("", datadir.Server(c.serverData()).SuperAdminKubeconfig())
+	superCfg, err := testutil.RESTConfig(datadir.Server(c.serverData()).SuperAdminKubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"k1m.dev/k1m/build/kindimage"
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -51,7 +51,7 @@ func setup(t *testing.T) *cluster {
 	if kubeconfig == "" || name == "" {
 		t.Skip("K1M_KIND_KUBECONFIG and K1M_KIND_NAME unset: run through make kind-test (hack/kind.sh test)")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := testutil.RESTConfig(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

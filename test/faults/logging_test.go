@@ -1,0 +1,5 @@
+package faults
+
+import "k1m.dev/k1m/pkg/testutil"
+
+func init() { testutil.QuietGRPC() }
