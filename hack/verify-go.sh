@@ -17,6 +17,9 @@ go run ./build/cmd/k1m-build go --flavor k1m vet ./...
 go run ./build/cmd/k1m-build go --flavor stock build ./cmd/... ./pkg/...
 go run ./build/cmd/k1m-build go --flavor stock vet ./cmd/... ./pkg/...
 # Docs checked against the code they describe: docs/server.md's tables of
-# the server's phases and of its data directory.
-go run ./build/cmd/k1m-build go --flavor k1m test -run '^(TestPhaseTable|TestDocsTable)$' ./pkg/server/ ./pkg/datadir/
-echo "verify-go: gofmt and go vet clean, both flavours; docs/server.md's phase and data directory tables match pkg/server and pkg/datadir"
+# the server's phases and of its data directory, the flags the docs give
+# k1m's commands, the data directory paths the help texts name; and the
+# docs themselves: links and anchors resolve, reference pages carry no
+# dates (build/docscheck).
+go run ./build/cmd/k1m-build go --flavor k1m test -run '^(TestPhaseTable|TestDocsTable|TestDocsNameRealFlags|TestHelpNamesRealDataDirFiles|TestDocsLinksResolve|TestReferencePagesHaveNoDates)$' ./pkg/server/ ./pkg/datadir/ ./pkg/cli/ ./build/docscheck/
+echo "verify-go: gofmt and go vet clean, both flavours; docs/server.md's tables match pkg/server and pkg/datadir; the docs' k1m flags and the help's DATA-DIR paths exist; links resolve; reference pages carry no dates"

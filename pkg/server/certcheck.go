@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/pki"
@@ -79,8 +78,8 @@ func days(d time.Duration) string { return fmt.Sprintf("%d days", int(d.Hours()/
 func (s *Server) watchCertificates(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
 		dir := TLSDir(s.cfg.DataDir)
-		if err := renewCertificates(dir, s.apiserverNames(), time.Now(), func(msg string) { klog.Warningf("k1m server: %s", msg) }); err != nil {
-			klog.Errorf("k1m server: renewing certificates in %s failed (tried again in %s): %v", dir, certCheckInterval, err)
+		if err := renewCertificates(dir, s.apiserverNames(), time.Now(), func(msg string) { s.warn("%s", msg) }); err != nil {
+			s.warn("renewing certificates in %s failed (tried again in %s): %v", dir, certCheckInterval, err)
 		}
 	}, certCheckInterval)
 }

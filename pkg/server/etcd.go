@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
@@ -286,7 +285,7 @@ func (s *Server) startNoFsync(ctx context.Context, durable *etcd.Running, m etcd
 // phaseHousekeeping starts what runs beside the etcds for as long as the
 // server does: the alarm and disk watches of both, and scheduled snapshots.
 func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable *etcd.Running, noFsync *etcd.NoFsyncMember) {
-	report := func(msg string) { klog.Errorf("k1m server: %s", msg) }
+	report := func(msg string) { s.warn("%s", msg) }
 	watch := func(ctx context.Context, r *etcd.Running) {
 		go r.WatchAlarms(ctx, alarmCheckInterval, report)
 		go r.WatchDisk(ctx, diskCheckInterval, report)
@@ -330,13 +329,13 @@ func (s *Server) runSnapshots(ctx context.Context, schedule cron.Schedule, endpo
 		now := time.Now()
 		info, err := store.Save(ctx, endpoint, EtcdClientTLS(s.cfg.DataDir), etcd.SnapshotName(etcd.ScheduledPrefix, s.nodeName, now), s.nodeName, version.String(), now)
 		if err != nil {
-			klog.Errorf("k1m server: scheduled etcd snapshot failed: %v", err)
+			s.warn("scheduled etcd snapshot failed: %v", err)
 			continue
 		}
 		s.step("etcd snapshot %s: %d bytes, revision %d", info.Name, info.Size, info.Revision)
 		deleted, err := store.Prune(etcd.ScheduledPrefix, s.cfg.EtcdSnapshots.Retention)
 		if err != nil {
-			klog.Errorf("k1m server: pruning etcd snapshots: %v", err)
+			s.warn("pruning etcd snapshots: %v", err)
 		}
 		for _, name := range deleted {
 			s.step("etcd snapshot %s deleted (--etcd-snapshot-retention %d)", name, s.cfg.EtcdSnapshots.Retention)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
-	"k8s.io/klog/v2"
 )
 
 // nodeGateways are the gateways of this server's default IPv6 routes: the
@@ -14,10 +13,10 @@ import (
 // (approver.ControlPlane.Gateways). Read once, when the approver starts;
 // when they cannot be read that is logged and none are returned: the
 // approver's other checks still hold.
-func nodeGateways() []netip.Addr {
+func nodeGateways(warn func(format string, args ...any)) []netip.Addr {
 	routes, err := netlink.RouteList(nil, netlink.FAMILY_V6)
 	if err != nil {
-		klog.ErrorS(err, "k1m server: reading the default routes' gateways: kubelet serving certificates are not checked against them")
+		warn("reading the default routes' gateways: %v: kubelet serving certificates are not checked against them", err)
 		return nil
 	}
 	return defaultGateways(routes)

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
@@ -129,13 +128,12 @@ func shown(v string) string {
 func (s *Server) reportIgnored(ctx context.Context, client kubernetes.Interface, ignored []ignoredRenewal, bound time.Duration) {
 	for n, i := range ignored {
 		if n == maxIgnoredReported {
-			klog.InfoS("more nodes' renew interval annotations ignored: not logged or raised one by one", "more", len(ignored)-n)
+			s.step("%d more nodes' renew interval annotations ignored: not logged or raised one by one", len(ignored)-n)
 			break
 		}
-		klog.InfoS("ignoring a node's renew interval annotation for the lease profile change", "node", i.node,
-			"annotation", constants.NodeRenewIntervalAnnotation, "value", i.value, "bound", bound, "why", i.why)
+		s.step("lease profile change: ignoring node %s's annotation %s=%q (bound %s): %s", i.node, constants.NodeRenewIntervalAnnotation, i.value, bound, i.why)
 		if _, err := client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, renewalIgnoredEvent(i, s.nodeName, time.Now()), metav1.CreateOptions{}); err != nil {
-			klog.InfoS("recording the ignored renew interval annotation as an Event", "node", i.node, "err", err)
+			s.warn("recording node %s's ignored renew interval annotation as an Event: %v", i.node, err)
 		}
 	}
 	if len(ignored) > 0 {

@@ -8,7 +8,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
@@ -40,7 +39,7 @@ func (s *Server) startReadiness(ctx context.Context, c *certs, local etcds, stor
 	go checker.Run(ctx)
 	go func() {
 		if err := readiness.Serve(ctx, l, tlsCfg, checker.Handler()); err != nil {
-			klog.Errorf("k1m server: readiness on port %d: %v", constants.ServerReadyPort, err)
+			s.warn("readiness on port %d: %v", constants.ServerReadyPort, err)
 		}
 	}()
 	s.step("readiness on https://%s%s (client certificates of the cluster CA)", net.JoinHostPort(s.advertise, strconv.Itoa(constants.ServerReadyPort)), readiness.Path)

@@ -186,7 +186,7 @@ func (s *Server) runElected(ctx context.Context, client kubernetes.Interface, le
 // controlPlane is what the approver refuses in kubelet serving
 // certificates; this server's own node may keep this server's addresses.
 func (s *Server) controlPlane(client kubernetes.Interface) approver.ControlPlane {
-	return approver.ControlPlane{ServiceCIDR: s.cfg.ServicePrefix, ClusterCIDR: s.cfg.ClusterPrefix, ClusterDomain: s.cfg.ClusterDomain, Gateways: nodeGateways(),
+	return approver.ControlPlane{ServiceCIDR: s.cfg.ServicePrefix, ClusterCIDR: s.cfg.ClusterPrefix, ClusterDomain: s.cfg.ClusterDomain, Gateways: nodeGateways(s.warn),
 		Servers: s.servers(client)}
 }
 
@@ -204,8 +204,19 @@ func (s *Server) servers(client kubernetes.Interface) func(context.Context) (map
 }
 
 func (s *Server) step(format string, args ...any) {
-	fmt.Fprintf(s.out, "k1m server: "+format+"\n", args...)
+	fmt.Fprintf(s.out, stepPrefix+format+"\n", args...)
 }
+
+// warn says that something the server does in the background failed and
+// what follows (tried again, left out); it goes where the steps go, with
+// the time, since it comes long after the start's lines.
+func (s *Server) warn(format string, args ...any) {
+	fmt.Fprintf(s.out, stepPrefix+"%s: warning: "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
+}
+
+// stepPrefix starts every line of the server's own: step and warn are the
+// one way they are written (TestOneLoggingPath).
+const stepPrefix = "k1m server: "
 
 // phaseResolve settles the node's name and addresses.
 func (s *Server) phaseResolve() error {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
@@ -25,6 +24,7 @@ const tokenFollowInterval = time.Minute
 // cluster stores, and a stale file would send an operator joining a
 // server to a dead token).
 func (s *Server) followTokens(ctx context.Context, client kubernetes.Interface, token serverToken) {
+	var lastErr string // said once until it changes: a server out of reach fails every round
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,9 +33,13 @@ func (s *Server) followTokens(ctx context.Context, client kubernetes.Interface, 
 		}
 		next, err := s.followTokensOnce(ctx, client, token)
 		if err != nil {
-			klog.V(2).InfoS("checking the cluster's tokens", "err", err)
+			if err.Error() != lastErr {
+				s.warn("checking the cluster's tokens (tried again every %s): %v", tokenFollowInterval, err)
+				lastErr = err.Error()
+			}
 			continue
 		}
+		lastErr = ""
 		token = next
 	}
 }
