@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,8 +134,11 @@ func (c *campaign) down() {
 // write keeps the table in _output/faults/results.md and, with
 // FAULTS_DOCS=1, in docs/ha.md.
 func (c *campaign) write(table, evidence string, took time.Duration) {
-	stamped := fmt.Sprintf("Run on %s UTC, %s in all (`make faults SCENARIOS=%s REPEAT=%s`):\n\n%s", time.Now().UTC().Format("2006-01-02 15:04"),
-		took.Round(time.Second), or(os.Getenv("FAULTS_SCENARIOS"), "all"), or(os.Getenv("FAULTS_REPEAT"), "1"), table)
+	commit, err := exec.Command("git", "-C", c.root, "describe", "--always", "--dirty", "--exclude=*", "--abbrev=7").Output()
+	if err != nil {
+		commit = []byte("unknown")
+	}
+	stamped := Stamp(strings.TrimSpace(string(commit)), took, or(os.Getenv("FAULTS_SCENARIOS"), "all"), or(os.Getenv("FAULTS_REPEAT"), "1"), table)
 	results := filepath.Join(c.root, "_output", "faults", "results.md")
 	if err := os.MkdirAll(filepath.Dir(results), 0o755); err != nil {
 		c.t.Fatal(err)

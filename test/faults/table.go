@@ -26,6 +26,14 @@ func Table(results []Result) string {
 	return b.String()
 }
 
+// Stamp heads a table with the tree it ran on (a commit, "-dirty" with
+// changes not committed), how long the campaign took and its command. It
+// names no date: docs/ha.md is a reference page, and the commit dates
+// the run.
+func Stamp(commit string, took time.Duration, scenarios, repeat, table string) string {
+	return fmt.Sprintf("Run on the tree of commit %s, %s in all (`make faults SCENARIOS=%s REPEAT=%s`):\n\n%s", commit, took.Round(time.Second), scenarios, repeat, table)
+}
+
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
 func converge(d time.Duration) string {

@@ -106,3 +106,11 @@ func TestViolation(t *testing.T) {
 		t.Errorf("readyCondition of a node without conditions = %q, want %q", got, want)
 	}
 }
+
+func TestStampNamesTheCommitNotADate(t *testing.T) {
+	got := Stamp("82bc03c", 8*time.Minute+3*time.Second+400*time.Millisecond, "all", "1", "| table |\n")
+	want := "Run on the tree of commit 82bc03c, 8m3s in all (`make faults SCENARIOS=all REPEAT=1`):\n\n| table |\n"
+	if got != want {
+		t.Errorf("Stamp:\n got %q\nwant %q", got, want)
+	}
+}
