@@ -17,7 +17,7 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 	rep.Cluster = &clusterload.Result{Config: o.Cluster}
 	return eachFresh(ctx, o, "cluster", clusterVariants(o), func(c *scaleout.Cluster, flavour string, round int) error {
 		progress := func(line string) { fmt.Fprintf(o.Progress, "  %s, round %d: %s\n", flavour, round, line) }
-		steps, err := clusterload.Run(ctx, o.Cluster, clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), Progress: progress})
+		steps, err := clusterload.Run(ctx, o.Cluster, clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), Progress: progress})
 		for _, s := range steps {
 			s.Flavour, s.Round = flavour, round
 			rep.Cluster.Steps = append(rep.Cluster.Steps, s)

@@ -32,6 +32,7 @@ import (
 	"k1m.dev/k1m/bench/apimetrics"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/lograte"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/bench/stats"
@@ -131,6 +132,7 @@ func (c Config) Validate() error {
 type Env struct {
 	Config    *rest.Config // an admin client of the server's API server
 	ServerPID int          // the root of the server's processes
+	ServerLog string       // the server's log (its process tree's)
 	Progress  func(string)
 }
 
@@ -224,6 +226,9 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err := clock.Sleep(ctx, Settle); err != nil {
 		return s, err
 	}
+	if s.IdleLog, err = idleLog(ctx, env.ServerLog); err != nil {
+		return s, err
+	}
 	before, err := read(ctx, client, env.Config, env.ServerPID, r)
 	if err != nil {
 		return s, err
@@ -268,6 +273,26 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	}
 	s.judge(unfinished)
 	return s, nil
+}
+
+// IdleLogWindow is how long a step counts the server's log lines with its
+// nodes heartbeating and nothing else going on, after Settle.
+const IdleLogWindow = 30 * time.Second
+
+// idleLogTop is how many of the busiest log sources a step keeps.
+const idleLogTop = 8
+
+// idleLog counts the lines the server logs over IdleLogWindow.
+func idleLog(ctx context.Context, path string) (lograte.Window, error) {
+	offset, err := lograte.Offset(path)
+	if err != nil {
+		return lograte.Window{}, err
+	}
+	start := time.Now()
+	if err := clock.Sleep(ctx, IdleLogWindow); err != nil {
+		return lograte.Window{}, err
+	}
+	return lograte.Since(path, offset, time.Since(start), idleLogTop)
 }
 
 // firstLine is the first of err's lines and how many more there are.

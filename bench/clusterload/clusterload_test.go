@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/lograte"
 	"k1m.dev/k1m/bench/stats"
 )
 
@@ -224,5 +226,17 @@ func TestValidateRefusesAWorkerCountBelowOne(t *testing.T) {
 	want := "--cluster-syncs 0: want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v, want %s", err, want)
+	}
+}
+
+func TestLogMarkdownGivesEachStepsRateAndSources(t *testing.T) {
+	r := &Result{Steps: []Step{{Flavour: "k1m", Round: 1, Nodes: 2000, IdleLog: lograte.Window{Duration: IdleLogWindow, PerSecond: 155,
+		Top: []lograte.Source{{Source: "range_allocator.go:247", PerSecond: 100}, {Source: "topologycache.go:237", PerSecond: 50.5}}}}}}
+	var b strings.Builder
+	r.logMarkdown(&b)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := "| k1m | 1 | 2000 | 155.0 | 77.5 | range_allocator.go:247 100.0, topologycache.go:237 50.5 |"
+	if got := lines[len(lines)-1]; got != want {
+		t.Errorf("row %q, want %q", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"k1m.dev/k1m/bench/apimetrics"
 	"k1m.dev/k1m/bench/deployed"
+	"k1m.dev/k1m/bench/lograte"
 	"k1m.dev/k1m/bench/stats"
 )
 
@@ -46,8 +47,9 @@ type Step struct {
 
 	Renewals, LateHeartbeats, HeartbeatErrors int64
 	Relists, ReportErrors                     int64
-	NotReady                                  int      // simulated nodes not Ready at the window's end
-	Unfinished                                []string `json:",omitempty"` // pods not running or endpoints not ready in time
+	NotReady                                  int            // simulated nodes not Ready at the window's end
+	IdleLog                                   lograte.Window // the server's log lines with the nodes joined and idle
+	Unfinished                                []string       `json:",omitempty"` // pods not running or endpoints not ready in time
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -225,7 +227,7 @@ func (r *Result) CSVHeader() []string {
 		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
-		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready"}
+		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -239,7 +241,7 @@ func (r *Result) CSVRows() [][]string {
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
 			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
-			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady)})
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)})
 	}
 	return rows
 }
@@ -294,6 +296,7 @@ func (r *Result) Markdown() string {
 	}
 	r.kindsMarkdown(&b)
 	r.queuesMarkdown(&b)
+	r.logMarkdown(&b)
 	return b.String()
 }
 
@@ -336,5 +339,21 @@ func (r *Result) kindsMarkdown(b *strings.Builder) {
 			fmt.Fprintf(b, " %.0f |", s.WatchEventsByKind[k])
 		}
 		b.WriteString("\n")
+	}
+}
+
+// logMarkdown gives the server's log lines a second with the nodes idle,
+// and the busiest sources, at each step: a rate that grows with the nodes
+// names the line to quiet.
+func (r *Result) logMarkdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\nThe server's log with the step's nodes joined and idle (%v after they settled), lines a second: all, then the busiest sources (file:line of a klog line):\n\n", IdleLogWindow)
+	b.WriteString("| build | round | nodes | lines/s | per 1,000 nodes | busiest sources, lines/s |\n|---|---:|---:|---:|---:|---|\n")
+	for _, s := range r.Steps {
+		var top []string
+		for _, src := range s.IdleLog.Top {
+			top = append(top, fmt.Sprintf("%s %.1f", src.Source, src.PerSecond))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %s |\n", s.Flavour, s.Round, s.Nodes, s.IdleLog.PerSecond,
+			s.IdleLog.PerSecond*1000/float64(max(s.Nodes, 1)), strings.Join(top, ", "))
 	}
 }

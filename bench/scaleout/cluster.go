@@ -35,6 +35,7 @@ type Cluster struct {
 	etcdURLs []string
 	etcdTLS  etcd.TLS
 	dataDirs []string // each server's --data-dir
+	logs     []string // each server's log (its whole process tree)
 }
 
 // WithCluster brings up the cluster named name (ClusterA or ClusterB):
@@ -161,7 +162,7 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Label(), err)
 		}
-		c.configs, c.pids, c.dataDirs = append(c.configs, cfg), append(c.pids, pid), append(c.dataDirs, s.DataDir)
+		c.configs, c.pids, c.dataDirs, c.logs = append(c.configs, cfg), append(c.pids, pid), append(c.dataDirs, s.DataDir), append(c.logs, s.LogFile)
 		if len(plan.Servers) > 1 {
 			port := strconv.Itoa(config.DefaultServer().NoFsyncEtcdPort)
 			c.etcdURLs = append(c.etcdURLs, "https://"+net.JoinHostPort(s.Addr.String(), port))
@@ -170,6 +171,10 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
+
+// LogFile is server k's log, from 1: what the server and every process
+// it starts write.
+func (c *Cluster) LogFile(k int) string { return c.logs[k-1] }
 
 // DataDir is server k's data directory, from 1 (its join token is
 // DATA-DIR/token).
