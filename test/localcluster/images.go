@@ -26,22 +26,77 @@ func (c *Cluster) Import(ctx context.Context, dir string) error {
 	if err := c.checkImportRoom(dir, archives, len(socks)); err != nil {
 		return err
 	}
+	var imports []imageImport
 	for _, archive := range archives {
 		info, err := os.Stat(archive)
 		if err != nil {
 			return err
 		}
 		for _, sock := range socks {
-			node := filepath.Base(filepath.Dir(filepath.Dir(sock)))
-			c.logf("importing %s (%s) into %s", filepath.Base(archive), humanSize(info.Size()), node)
-			out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "k8s.io",
-				"images", "import", "--no-unpack=false", archive).CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("ctr images import %s into %s: %w\n%s", archive, node, err, out)
-			}
+			imports = append(imports, imageImport{archive: archive, size: info.Size(), sock: sock})
 		}
 	}
-	return nil
+	return runImports(ctx, imports, importWorkers, func(ctx context.Context, im imageImport) error {
+		node := filepath.Base(filepath.Dir(filepath.Dir(im.sock)))
+		c.logf("importing %s (%s) into %s", filepath.Base(im.archive), humanSize(im.size), node)
+		out, err := exec.CommandContext(ctx, "ctr", "--address", im.sock, "--namespace", "k8s.io",
+			"images", "import", "--no-unpack=false", im.archive).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr images import %s into %s: %w\n%s", im.archive, node, err, out)
+		}
+		return nil
+	})
+}
+
+// imageImport is one archive into one node's containerd.
+type imageImport struct {
+	archive string
+	size    int64
+	sock    string
+}
+
+// importWorkers is how many imports run at once: an import is mostly one
+// core's work (digests, unpacking), so two keep a 2-core machine busy
+// without the nodes' own work starving.
+const importWorkers = 2
+
+// runImports runs do for each import, workers at a time, and returns the
+// first error; the imports not started by then are not started.
+func runImports(ctx context.Context, imports []imageImport, workers int, do func(context.Context, imageImport) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan imageImport)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for im := range next {
+				if err := do(ctx, im); err != nil {
+					errs <- err
+					cancel()
+					for range next { // drain: the sender stops at ctx
+					}
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+feed:
+	for _, im := range imports {
+		select {
+		case next <- im:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // checkImportRoom refuses an import that would leave the kubelets under
