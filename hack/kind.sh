@@ -3,7 +3,7 @@
 # the kind CLI built from its module, for make kind-up / kind-down /
 # kind-test.
 #
-# usage: hack/kind.sh up|down|test|conformance
+# usage: hack/kind.sh up|down|test|conformance|conformance-test
 # env:   KIND (the kind binary), OUT (_output), NAME (cluster, default k1m),
 #        PURGE=1 (down: also remove k1m's kind images and the dockerd
 #        hack/docker.sh started)
@@ -78,7 +78,7 @@ finish() { # after a test: the cluster and the dockerd hack/docker.sh started go
   hack/docker.sh down
 }
 
-test() { # a fresh cluster, the checks of test/kind, quick mode, then down
+test() { # a fresh cluster, the checks of test/kind, then down
   down
   trap finish EXIT
   up
@@ -86,10 +86,16 @@ test() { # a fresh cluster, the checks of test/kind, quick mode, then down
   "$KIND" load image-archive "$OUT/images/busybox.tar" --name "$NAME"
   K1M_KIND_KUBECONFIG=$KUBECONFIG_KIND K1M_KIND_NAME=$NAME KUBECTL=$KUBECTL \
     go run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 20m -v ./test/kind/
+}
+
+conformance-test() { # a fresh cluster, Sonobuoy's quick mode in it, then down
+  down
+  trap finish EXIT
+  up
   conformance
 }
 
 case ${1:-} in
-  up | down | test | conformance) "$1" ;;
-  *) echo "usage: hack/kind.sh up|down|test|conformance" >&2; exit 2 ;;
+  up | down | test | conformance | conformance-test) "$1" ;;
+  *) echo "usage: hack/kind.sh up|down|test|conformance|conformance-test" >&2; exit 2 ;;
 esac

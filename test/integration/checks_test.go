@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,34 +24,59 @@ import (
 	"k1m.dev/k1m/test/clustercheck"
 )
 
-// testLeaseRenewal measures the renew interval from the Leases' renewTime.
-func testLeaseRenewal(ctx context.Context, t *testing.T, c *cluster) {
+// leaseSamples are the node Leases' renewTimes seen over a window, each
+// Lease's distinct ones in order, or why sampling stopped.
+type leaseSamples struct {
+	done chan struct{}
+	seen map[string][]time.Time
+	err  error
+}
+
+// sampleLeases reads every node Lease twice a second for six renew
+// intervals, in the background: the subtests that run meanwhile leave the
+// agents running, and the window costs the test no time of its own.
+func sampleLeases(ctx context.Context, c *cluster) *leaseSamples {
+	s := &leaseSamples{done: make(chan struct{}), seen: map[string][]time.Time{}}
 	leases := c.client.CoordinationV1().Leases("kube-node-lease")
-	seen := map[string][]time.Time{}
-	deadline := time.Now().Add(6*renewInterval + 2*time.Second)
-	for time.Now().Before(deadline) {
-		list, err := leases.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+	go func() {
+		defer close(s.done)
+		deadline := time.Now().Add(6*renewInterval + 2*time.Second)
+		for time.Now().Before(deadline) {
+			list, err := leases.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				s.err = err
+				return
+			}
+			for _, l := range list.Items {
+				if l.Spec.RenewTime == nil {
+					continue
+				}
+				if got := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); got != int32(leaseDuration/time.Second) {
+					s.err = fmt.Errorf("lease %s: leaseDurationSeconds %d, want %d", l.Name, got, int32(leaseDuration/time.Second))
+					return
+				}
+				ts := s.seen[l.Name]
+				if rt := l.Spec.RenewTime.Time; len(ts) == 0 || !rt.Equal(ts[len(ts)-1]) {
+					s.seen[l.Name] = append(ts, rt)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		for _, l := range list.Items {
-			if l.Spec.RenewTime == nil {
-				continue
-			}
-			if got := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); got != int32(leaseDuration/time.Second) {
-				t.Fatalf("lease %s: leaseDurationSeconds %d, want %d", l.Name, got, int32(leaseDuration/time.Second))
-			}
-			ts := seen[l.Name]
-			if rt := l.Spec.RenewTime.Time; len(ts) == 0 || !rt.Equal(ts[len(ts)-1]) {
-				seen[l.Name] = append(ts, rt)
-			}
-		}
-		time.Sleep(500 * time.Millisecond)
+	}()
+	return s
+}
+
+// testLeaseRenewal checks the renew interval from the Leases' renewTimes
+// sampleLeases saw (waiting for its window to end).
+func testLeaseRenewal(t *testing.T, s *leaseSamples) {
+	<-s.done
+	if s.err != nil {
+		t.Fatalf("sampling the node Leases: %v", s.err)
 	}
-	if len(seen) != nodes {
-		t.Fatalf("leases of %d nodes, want %d", len(seen), nodes)
+	if len(s.seen) != nodes {
+		t.Fatalf("leases of %d nodes, want %d", len(s.seen), nodes)
 	}
-	for name, ts := range seen {
+	for name, ts := range s.seen {
 		if len(ts) < 4 {
 			t.Errorf("lease %s renewed %d times in %s, want at least 4", name, len(ts), 6*renewInterval)
 			continue

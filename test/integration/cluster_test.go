@@ -120,9 +120,11 @@ func TestCluster(t *testing.T) {
 	flaps := watchNotReady(ctx, t, c.client)
 	// Checked late: metrics-server's first samples take a minute.
 	hpa := clustercheck.StartHPA(ctx, t, c, "metrics", airgap.BusyboxImage)
+	// Sampled while the next subtests run (none restarts an agent), and
+	// checked after Security.
+	leases := sampleLeases(ctx, c)
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
 	t.Run("NodeLabelsTaintsAndRoles", func(t *testing.T) { testNodeLabelsAndTaints(ctx, t, c) })
-	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
@@ -133,6 +135,7 @@ func TestCluster(t *testing.T) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("AgentNewerThanAServerRefused", func(t *testing.T) { testReleaseSkew(ctx, t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
+	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(t, leases) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
 	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c, hpa) })
