@@ -126,7 +126,6 @@ func TestCluster(t *testing.T) {
 	t.Run("NodesReadyWithIPv6", func(t *testing.T) { clustercheck.Nodes(ctx, t, c, nodes) })
 	t.Run("NodeLabelsTaintsAndRoles", func(t *testing.T) { testNodeLabelsAndTaints(ctx, t, c) })
 	t.Run("PodsAcrossNodesServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
-	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
 	t.Run("NodePortOnEveryNodeFromSameNode", func(t *testing.T) { testNodePortEveryNode(ctx, t, c) })
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { clustercheck.EtcdSplit(ctx, t, c) })
 	t.Run("RuntimeTuningAndHashmapWatchCache", func(t *testing.T) { testRuntimeTuning(t, c) })
@@ -136,6 +135,8 @@ func TestCluster(t *testing.T) {
 	t.Run("AgentNewerThanAServerRefused", func(t *testing.T) { testReleaseSkew(ctx, t, c) })
 	t.Run("Security", func(t *testing.T) { testSecurity(ctx, t, c) })
 	t.Run("LeaseRenewInterval", func(t *testing.T) { testLeaseRenewal(t, leases) })
+	// Its count includes metrics-server's watch: by now it is available.
+	t.Run("NoNodeWatchesEveryNode", func(t *testing.T) { testNodeWatches(ctx, t, c) })
 	t.Run("CertificatesCheckAndRotate", func(t *testing.T) { testCertificates(t, c) })
 	t.Run("DiskThresholdsAndLostImagesReimported", func(t *testing.T) { testDisk(ctx, t, c) })
 	t.Run("MetricsAPIAndHorizontalPodAutoscaler", func(t *testing.T) { testMetrics(ctx, t, c, hpa) })
