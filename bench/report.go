@@ -26,6 +26,7 @@ import (
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
 	"k1m.dev/k1m/bench/stats"
+	"k1m.dev/k1m/bench/storebytes"
 	"k1m.dev/k1m/bench/watchcache"
 )
 
@@ -45,6 +46,7 @@ type Report struct {
 	Cluster           *clusterload.Result `json:",omitempty"`
 	Proxy             *proxymode.Result   `json:",omitempty"`
 	DNS               *dnsload.Result     `json:",omitempty"`
+	Store             *storebytes.Result  `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -297,6 +299,13 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Store != nil {
+		for name, rows := range map[string][][]string{"store-kinds.csv": rep.Store.KindCSV(), "store-files.csv": rep.Store.StoreCSV(), "store-sizing.csv": rep.Store.EstimateCSV()} {
+			if err := writeCSV(filepath.Join(rep.Dir, name), rows); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -411,6 +420,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.DNS != nil && len(rep.DNS.Steps) > 0 {
 		b.WriteString(rep.DNS.Markdown())
+	}
+	if rep.Store != nil && len(rep.Store.Stores) > 0 {
+		b.WriteString(rep.Store.Markdown())
 	}
 	return b.String()
 }

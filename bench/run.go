@@ -20,6 +20,7 @@ import (
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
+	"k1m.dev/k1m/bench/storebytes"
 	"k1m.dev/k1m/bench/watchcache"
 	"k1m.dev/k1m/pkg/config"
 )
@@ -49,6 +50,7 @@ var registry = []Scenario{
 	{"cluster", false, ignoringVariants(runCluster)},
 	{"proxy", false, ignoringVariants(runProxy)},
 	{"dns", false, ignoringVariants(runDNS)},
+	{"store", false, ignoringVariants(runStore)},
 }
 
 // ignoringVariants adapts a scenario that starts its own control planes.
@@ -127,6 +129,8 @@ type Options struct {
 	Proxy proxymode.Config
 	// DNS is the dns scenario's query rates.
 	DNS dnsload.Config
+	// Store is the store scenario's cluster, workload and sizing.
+	Store storebytes.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string

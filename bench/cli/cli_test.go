@@ -22,6 +22,7 @@ import (
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/schedule"
+	"k1m.dev/k1m/bench/storebytes"
 	"k1m.dev/k1m/pkg/config"
 )
 
@@ -174,7 +175,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy,dns`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy,dns,store`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -251,6 +252,14 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("dns") + "\n" +
 			"--dns-rates 1000,0: want ascending positive query rates, e.g. 1000,10000\n" +
 			"--dns-window 0s: want at least 1s, e.g. 10s\n--dns-sockets 0: want at least 1, e.g. 16"},
+		{"store", func(o *RunOptions) {
+			o.Scenarios, o.Store.Agents, o.Store.PodsPerNode, o.Store.PodsPerDeployment, o.Store.Idle = "store", 2, 10, 7, time.Second
+			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("store") + "\n" +
+			"--store-pods-per-deployment 7: want a divisor of the workload's 30 pods (nodes x --store-pods-per-node), e.g. 10\n" +
+			"--store-idle 1s: want at least 10s, e.g. 2m0s"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -286,10 +295,12 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 			Simulator: nodesim.Defaults(), SimulatorCores: 0.6},
 		LongRenew: 40 * time.Second, WatchBenchtime: "300ms", WatchCount: 1,
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
-		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
-		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
-		DNS:       dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
+		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
+		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
+		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
+		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 2 * time.Minute,
+			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
@@ -309,10 +320,12 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 			Simulator: nodesim.Defaults(), SimulatorCores: 1.5},
 		LongRenew: 20 * time.Second, WatchBenchtime: "2x", WatchCount: 5,
 		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule:  schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
-		Cluster:   clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
-		Proxy:     proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
-		DNS:       dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
+		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
+		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
+		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
+		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
+		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 2 * time.Minute,
+			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)

@@ -23,6 +23,7 @@ import (
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
+	"k1m.dev/k1m/bench/storebytes"
 	"k1m.dev/k1m/pkg/config"
 )
 
@@ -113,6 +114,9 @@ type RunOptions struct {
 	// --dns-sockets (the k1m build's k1m).
 	DNSRates string
 	DNS      dnsload.Config
+	// Store holds --store-agents, --store-pods-per-node,
+	// --store-pods-per-deployment and --store-idle (the k1m build's k1m).
+	Store storebytes.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -139,6 +143,8 @@ func DefaultRunOptions() RunOptions {
 		Proxy:         proxymode.Config{ChangeRate: proxymode.DefaultChangeRate, Window: proxymode.DefaultWindow},
 		DNSRates:      counts(dnsload.DefaultRates),
 		DNS:           dnsload.Config{Window: dnsload.DefaultWindow, Sockets: dnsload.DefaultSockets},
+		Store: storebytes.Config{Agents: storebytes.DefaultAgents, PodsPerNode: storebytes.DefaultPodsPerNode, PodsPerDeployment: storebytes.DefaultPodsPerDeployment,
+			Idle: storebytes.DefaultIdle, SizingPodsPerNode: storebytes.DefaultSizingPodsPerNode, SizingNodes: storebytes.DefaultSizingNodes},
 	}
 }
 
@@ -191,6 +197,10 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DNSRates, "dns-rates", o.DNSRates, "dns: the query rates a second offered to one CoreDNS replica, ascending, comma-separated")
 	fs.DurationVar(&o.DNS.Window, "dns-window", o.DNS.Window, "dns: how long each rate is offered")
 	fs.IntVar(&o.DNS.Sockets, "dns-sockets", o.DNS.Sockets, "dns: the client's UDP sockets")
+	fs.IntVar(&o.Store.Agents, "store-agents", o.Store.Agents, "store: agents besides the server's own node")
+	fs.IntVar(&o.Store.PodsPerNode, "store-pods-per-node", o.Store.PodsPerNode, "store: pause pods a node runs")
+	fs.IntVar(&o.Store.PodsPerDeployment, "store-pods-per-deployment", o.Store.PodsPerDeployment, "store: pods per Deployment (each with a Service)")
+	fs.DurationVar(&o.Store.Idle, "store-idle", o.Store.Idle, "store: how long the revisions written at rest are counted")
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
 	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
@@ -291,7 +301,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, ServerArgs: o.ServerArgs, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS, Store: o.Store,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -399,7 +409,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy", "dns"} {
+	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy", "dns", "store"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -424,6 +434,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "dns") {
 		errs = append(errs, o.DNS.Validate())
+	}
+	if slices.Contains(o.Scenarios, "store") {
+		errs = append(errs, o.Store.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -48,12 +48,13 @@ func WithCluster(ctx context.Context, o Options, name, clusterDir string, out io
 }
 
 // Shape is a local cluster a scenario brings up: its name (its data
-// directory's), how many servers (each its own node, no agents), which
+// directory's), how many servers (each its own node) and agents, which
 // k1m binary, each server's --memory-limit ("": the server's own sizing
 // rule, as make cluster leaves it) and extra `k1m server` flags.
 type Shape struct {
 	Name         string
 	Servers      int
+	Agents       int
 	K1M          string
 	ServerMemory string
 	ServerArgs   []string
@@ -103,7 +104,7 @@ func newHarness(o Options, shape Shape, clusterDir string, out io.Writer) (*loca
 		return nil, fmt.Errorf("emptying %s for a fresh cluster (--scaleout-data-root): %w; is a cluster of an earlier run still up? (K1M=%s CLUSTER_DIR=%s DATA_ROOT=%s go run ./test/cmd/k1m-cluster down)",
 			dataRoot, err, k1m, clusterDir, dataRoot)
 	}
-	return localcluster.New(localcluster.Options{Servers: shape.Servers, Nodes: shape.Servers, K1M: k1m, ClusterDir: clusterDir,
+	return localcluster.New(localcluster.Options{Servers: shape.Servers, Nodes: shape.Servers + shape.Agents, K1M: k1m, ClusterDir: clusterDir,
 		DataRoot: dataRoot, ImagesDir: images, ServerMemory: shape.ServerMemory, ServerArgs: shape.ServerArgs, Out: out})
 }
 
