@@ -300,7 +300,8 @@ func (rep *Report) writeCSVs() error {
 		}
 	}
 	if rep.Store != nil {
-		for name, rows := range map[string][][]string{"store-kinds.csv": rep.Store.KindCSV(), "store-files.csv": rep.Store.StoreCSV(), "store-sizing.csv": rep.Store.EstimateCSV()} {
+		for name, rows := range map[string][][]string{"store-kinds.csv": rep.Store.KindCSV(), "store-files.csv": rep.Store.StoreCSV(),
+			"store-written.csv": rep.Store.WrittenCSV(), "store-sizing.csv": rep.Store.EstimateCSV()} {
 			if err := writeCSV(filepath.Join(rep.Dir, name), rows); err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ func measureStore(ctx context.Context, o Options, c *scaleout.Cluster) (*storeby
 	defer stores.close()
 	res := &storebytes.Result{Config: cfg, Nodes: len(nodes.Items), Pods: cfg.Pods()}
 	progress("counting revisions at rest over %v", cfg.Idle)
-	if err := stores.idle(ctx, cfg.Idle, res); err != nil {
+	if err := stores.idle(ctx, cfg.Idle, classifier, res); err != nil {
 		return res, err
 	}
 	for i := range res.Stores {
@@ -208,17 +208,26 @@ func (s *etcdStores) close() {
 }
 
 // idle counts the revisions each store writes over d with the cluster
-// at rest; the file at the end is the store's file before compaction.
-func (s *etcdStores) idle(ctx context.Context, d time.Duration, res *storebytes.Result) error {
+// at rest, by kind and class; the file at the end is the store's file
+// before compaction.
+func (s *etcdStores) idle(ctx context.Context, d time.Duration, c storebytes.Classifier, res *storebytes.Result) error {
 	start := make([]storebytes.File, len(s.clients))
+	writes := make([]*storebytes.Writes, len(s.clients))
+	defer func() {
+		for _, w := range writes {
+			if w != nil {
+				w.Stop(0)
+			}
+		}
+	}()
+	began := time.Now()
 	for i, cli := range s.clients {
 		f, err := storebytes.Status(ctx, cli, s.endpoints[i])
 		if err != nil {
 			return err
 		}
-		start[i] = f
+		start[i], writes[i] = f, storebytes.WatchWrites(ctx, cli, s.names[i], c, f.Revision)
 	}
-	began := time.Now()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -230,7 +239,13 @@ func (s *etcdStores) idle(ctx context.Context, d time.Duration, res *storebytes.
 		if err != nil {
 			return err
 		}
-		res.Stores = append(res.Stores, storebytes.Store{Store: s.names[i], Quota: s.quotas[i], Revisions: f.Revision - start[i].Revision, Idle: took, Before: f})
+		written, err := writes[i].Stop(f.Revision)
+		writes[i] = nil
+		if err != nil {
+			return err
+		}
+		res.Stores = append(res.Stores, storebytes.Store{Store: s.names[i], Quota: s.quotas[i], Revisions: f.Revision - start[i].Revision,
+			Idle: took, Written: written, Before: f})
 	}
 	return nil
 }

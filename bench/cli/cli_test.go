@@ -259,7 +259,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("store") + "\n" +
 			"--store-pods-per-deployment 7: want a divisor of the workload's 30 pods (nodes x --store-pods-per-node), e.g. 10\n" +
-			"--store-idle 1s: want at least 10s, e.g. 2m0s"},
+			"--store-idle 1s: want at least 10s, e.g. 5m0s"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -299,7 +299,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
 		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
 		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
-		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 2 * time.Minute,
+		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
 			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -324,7 +324,7 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
 		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
 		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
-		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 2 * time.Minute,
+		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
 			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	if err != nil || !reflect.DeepEqual(got, want) {

@@ -23,7 +23,9 @@ const (
 	DefaultAgents            = 2
 	DefaultPodsPerNode       = 10
 	DefaultPodsPerDeployment = 10
-	DefaultIdle              = 2 * time.Minute
+	// DefaultIdle covers one node status report period (the kubelet's
+	// nodeStatusReportFrequency, 5 minutes): each Node is rewritten once.
+	DefaultIdle              = 5 * time.Minute
 	DefaultSizingPodsPerNode = 30
 )
 
@@ -61,9 +63,11 @@ func (c Config) Pods() int { return (c.Agents + 1) * c.PodsPerNode }
 type Store struct {
 	Store string
 	Quota int64 // its member's --quota-backend-bytes
-	// Revisions were written over Idle with the cluster at rest.
+	// Revisions were written over Idle with the cluster at rest; Written
+	// are those under /registry/, by kind and class.
 	Revisions int64
 	Idle      time.Duration
+	Written   []Kind
 	// Before is the file before compaction, After after compacting to the
 	// newest revision and defragmenting: the live objects alone.
 	Before, After File
@@ -80,7 +84,11 @@ type Result struct {
 
 // Sum adds up the kinds of a store and class ("" for any).
 func (r *Result) Sum(store string, class Class) (n int, bytes, noManagedFields int64) {
-	for _, k := range r.Kinds {
+	return sum(r.Kinds, store, class)
+}
+
+func sum(kinds []Kind, store string, class Class) (n int, bytes, noManagedFields int64) {
+	for _, k := range kinds {
 		if (store == "" || k.Store == store) && (class == "" || k.Class == class) {
 			n += k.Count
 			bytes += k.Bytes()
@@ -95,9 +103,9 @@ type Costs struct {
 	PerNode, PerPod, Other float64 // live bytes: keys and values
 	// ...NoManagedFields are the same without metadata.managedFields.
 	PerNodeNoManagedFields, PerPodNoManagedFields, OtherNoManagedFields float64
-	// HistoryPerNode is the bytes of the revisions one node's objects
-	// write within a compaction interval at rest.
-	HistoryPerNode float64
+	// History... are the bytes of the revisions written at rest within a
+	// compaction interval, by a node's objects, a pod's, and the rest.
+	HistoryPerNode, HistoryPerPod, HistoryOther float64
 	// Overhead is the database file after defragmentation over the live
 	// keys and values: bbolt's pages and each revision's own fields.
 	Overhead float64
@@ -106,17 +114,20 @@ type Costs struct {
 // Costs of a store, from the measured cluster.
 func (r *Result) Costs(store Store) Costs {
 	var c Costs
-	nodeObjects, nodeBytes, nodeNoMF := r.Sum(store.Store, PerNode)
+	_, nodeBytes, nodeNoMF := r.Sum(store.Store, PerNode)
 	_, podBytes, podNoMF := r.Sum(store.Store, PerPod)
 	_, otherBytes, otherNoMF := r.Sum(store.Store, Other)
 	_, live, _ := r.Sum(store.Store, "")
 	c.PerNode, c.PerNodeNoManagedFields = per(nodeBytes, r.Nodes), per(nodeNoMF, r.Nodes)
 	c.PerPod, c.PerPodNoManagedFields = per(podBytes, r.Pods), per(podNoMF, r.Pods)
 	c.Other, c.OtherNoManagedFields = float64(otherBytes), float64(otherNoMF)
-	// At rest a node's objects are what is rewritten (its Lease, its
-	// Node's status): each revision costs about their mean size.
-	revisionsPerNodeSecond := per(store.Revisions, r.Nodes) / store.Idle.Seconds()
-	c.HistoryPerNode = revisionsPerNodeSecond * CompactionInterval.Seconds() * per(nodeBytes, nodeObjects)
+	intervals := CompactionInterval.Seconds() / store.Idle.Seconds()
+	_, nodeWritten, _ := sum(store.Written, store.Store, PerNode)
+	_, podWritten, _ := sum(store.Written, store.Store, PerPod)
+	_, otherWritten, _ := sum(store.Written, store.Store, Other)
+	c.HistoryPerNode = per(nodeWritten, r.Nodes) * intervals
+	c.HistoryPerPod = per(podWritten, r.Pods) * intervals
+	c.HistoryOther = float64(otherWritten) * intervals
 	c.Overhead = per(store.After.Size, int(live))
 	return c
 }
@@ -148,14 +159,15 @@ func (r *Result) Estimates() []Estimate {
 	for _, s := range r.Stores {
 		c := r.Costs(s)
 		pods := float64(r.Config.SizingPodsPerNode)
-		perNode := c.PerNode + pods*c.PerPod + c.HistoryPerNode
+		liveNode := c.PerNode + pods*c.PerPod
+		historyNode := c.HistoryPerNode + pods*c.HistoryPerPod
 		maxNodes := 0
-		if perNode > 0 && c.Overhead > 0 {
-			maxNodes = int(math.Floor((float64(s.Quota)/c.Overhead - c.Other) / perNode))
+		if liveNode+historyNode > 0 && c.Overhead > 0 {
+			maxNodes = int(math.Floor((float64(s.Quota)/c.Overhead - c.Other - c.HistoryOther) / (liveNode + historyNode)))
 		}
 		for _, n := range r.Config.SizingNodes {
-			live := c.Other + float64(n)*(c.PerNode+pods*c.PerPod)
-			history := float64(n) * c.HistoryPerNode
+			live := c.Other + float64(n)*liveNode
+			history := c.HistoryOther + float64(n)*historyNode
 			out = append(out, Estimate{Store: s.Store, Nodes: n, Pods: n * r.Config.SizingPodsPerNode, Quota: s.Quota, MaxNodes: maxNodes,
 				Live: int64(live), History: int64(history), File: int64((live + history) * c.Overhead),
 				NoManagedFields: int64(c.OtherNoManagedFields + float64(n)*(c.PerNodeNoManagedFields+pods*c.PerPodNoManagedFields))})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"k1m.dev/k1m/bench/stats"
 )
@@ -21,12 +22,23 @@ func (r *Result) KindCSV() [][]string {
 // StoreCSV is each store's file, revisions at rest and per-unit costs.
 func (r *Result) StoreCSV() [][]string {
 	rows := [][]string{{"store", "nodes", "pods", "quota_bytes", "idle_s", "revisions", "file_bytes_before", "in_use_bytes_before",
-		"file_bytes_after_defrag", "per_node_bytes", "per_pod_bytes", "other_bytes", "history_per_node_bytes", "overhead"}}
+		"file_bytes_after_defrag", "per_node_bytes", "per_pod_bytes", "other_bytes", "history_per_node_bytes", "history_per_pod_bytes", "history_other_bytes", "overhead"}}
 	for _, s := range r.Stores {
 		c := r.Costs(s)
 		f := stats.CSVFloat
 		rows = append(rows, []string{s.Store, strconv.Itoa(r.Nodes), strconv.Itoa(r.Pods), i64(s.Quota), f(s.Idle.Seconds()), i64(s.Revisions),
-			i64(s.Before.Size), i64(s.Before.InUse), i64(s.After.Size), f(c.PerNode), f(c.PerPod), f(c.Other), f(c.HistoryPerNode), f(c.Overhead)})
+			i64(s.Before.Size), i64(s.Before.InUse), i64(s.After.Size), f(c.PerNode), f(c.PerPod), f(c.Other), f(c.HistoryPerNode), f(c.HistoryPerPod), f(c.HistoryOther), f(c.Overhead)})
+	}
+	return rows
+}
+
+// WrittenCSV is what each store wrote at rest, by kind and class.
+func (r *Result) WrittenCSV() [][]string {
+	rows := [][]string{{"store", "kind", "class", "idle_s", "revisions", "key_bytes", "value_bytes"}}
+	for _, s := range r.Stores {
+		for _, k := range s.Written {
+			rows = append(rows, []string{k.Store, k.Kind, string(k.Class), stats.CSVFloat(s.Idle.Seconds()), strconv.Itoa(k.Count), i64(k.KeyBytes), i64(k.ValueBytes)})
+		}
 	}
 	return rows
 }
@@ -55,13 +67,20 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %.0f | %d |\n", k.Store, k.Kind, k.Class, k.Count,
 			per(k.ValueBytes, k.Count), per(k.NoManagedFieldsBytes, k.Count), k.MaxValueBytes)
 	}
-	fmt.Fprintf(&b, "\nPer store: revisions written at rest, the file before compaction and after compacting to the newest revision and defragmenting, ")
-	fmt.Fprintf(&b, "and what a node, a pod and the rest hold (keys and values). History: the revisions a node's objects write within a compaction interval (%v) at rest.\n\n", CompactionInterval)
-	b.WriteString("| store | revisions/s at rest | file before (MiB) | in use before (MiB) | file after defrag (MiB) | per node (B) | per pod (B) | other (KiB) | history per node (B) | file / live |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\nWritten at rest over %v, by kind and class: the revisions kept until kube-apiserver's next compaction (every %v).\n\n", r.idle(), CompactionInterval)
+	b.WriteString("| store | kind | class | revisions/s | bytes/s |\n|---|---|---|---|---|\n")
+	for _, s := range r.Stores {
+		for _, k := range s.Written {
+			fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.0f |\n", k.Store, k.Kind, k.Class, float64(k.Count)/s.Idle.Seconds(), float64(k.Bytes())/s.Idle.Seconds())
+		}
+	}
+	b.WriteString("\nPer store: the file before compaction and after compacting to the newest revision and defragmenting; what a node, a pod and the rest hold (keys and values); ")
+	b.WriteString("the history they write within a compaction interval at rest.\n\n")
+	b.WriteString("| store | revisions/s at rest | file before (MiB) | in use before (MiB) | file after defrag (MiB) | per node (B) | per pod (B) | other (KiB) | history per node (B) | history per pod (B) | history other (KiB) | file / live |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Stores {
 		c := r.Costs(s)
-		fmt.Fprintf(&b, "| %s | %.2f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.2f |\n", s.Store, per(s.Revisions, 1)/s.Idle.Seconds(),
-			mib(s.Before.Size), mib(s.Before.InUse), mib(s.After.Size), c.PerNode, c.PerPod, c.Other/1024, c.HistoryPerNode, c.Overhead)
+		fmt.Fprintf(&b, "| %s | %.2f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |\n", s.Store, float64(s.Revisions)/s.Idle.Seconds(),
+			mib(s.Before.Size), mib(s.Before.InUse), mib(s.After.Size), c.PerNode, c.PerPod, c.Other/1024, c.HistoryPerNode, c.HistoryPerPod, c.HistoryOther/1024, c.Overhead)
 	}
 	fmt.Fprintf(&b, "\nSizing, %d pods a node: the live bytes, without managedFields, the history kept between compactions, and the file: (live + history) x the measured file / live.\n\n", r.Config.SizingPodsPerNode)
 	b.WriteString("| store | nodes | pods | live (GiB) | without managedFields (GiB) | history (GiB) | file (GiB) | quota (GiB) | fits | largest cluster that fits |\n|---|---|---|---|---|---|---|---|---|---|\n")
@@ -70,6 +89,14 @@ func (r *Result) Markdown() string {
 			gib(e.History), gib(e.File), gib(e.Quota), yes(e.File <= e.Quota), e.MaxNodes)
 	}
 	return b.String()
+}
+
+// idle is the window the writes were counted over.
+func (r *Result) idle() time.Duration {
+	if len(r.Stores) == 0 {
+		return 0
+	}
+	return r.Stores[0].Idle.Round(time.Second)
 }
 
 func mib(v int64) float64 { return float64(v) / (1 << 20) }

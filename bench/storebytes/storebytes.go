@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -165,4 +167,117 @@ func CompactAndDefragment(ctx context.Context, cli *clientv3.Client, endpoint st
 		return File{}, fmt.Errorf("defragmenting %s: %w", endpoint, err)
 	}
 	return Status(ctx, cli, endpoint)
+}
+
+// Writes counts what a store writes from a revision on, by kind and
+// class: the revisions kube-apiserver's compactor keeps until its next
+// run.
+type Writes struct {
+	store  string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	seen   int64   // the newest revision the watch has reported
+	writes []write // in revision order
+	err    error
+}
+
+type write struct {
+	revision int64
+	kind     string
+	class    Class
+	key      int
+	value    int
+	noMF     int
+}
+
+// deletedKind counts deletions: a deletion's event carries no value.
+const deletedKind = "(deleted)"
+
+// stopWait bounds how long Stop waits for the watch to catch up.
+const stopWait = 30 * time.Second
+
+// WatchWrites starts counting every write under /registry/ after
+// revision from; Stop ends it at a revision.
+func WatchWrites(ctx context.Context, cli *clientv3.Client, store string, c Classifier, from int64) *Writes {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	w := &Writes{store: store, cancel: cancel, done: make(chan struct{}), seen: from}
+	go func() {
+		defer close(w.done)
+		for resp := range cli.Watch(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(from+1), clientv3.WithProgressNotify()) {
+			if err := w.take(c, resp); err != nil {
+				if ctx.Err() == nil {
+					w.fail(err)
+				}
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *Writes) take(c Classifier, resp clientv3.WatchResponse) error {
+	if err := resp.Err(); err != nil {
+		return fmt.Errorf("watching the %s store's writes: %w", w.store, err)
+	}
+	var got []write
+	for _, ev := range resp.Events {
+		wr := write{revision: ev.Kv.ModRevision, kind: deletedKind, class: c.Class(string(ev.Kv.Key)), key: len(ev.Kv.Key), value: len(ev.Kv.Value)}
+		if ev.Type != clientv3.EventTypeDelete {
+			v, err := Decode(ev.Kv.Value)
+			if err != nil {
+				return fmt.Errorf("the %s store's write of %s: %w", w.store, ev.Kv.Key, err)
+			}
+			wr.kind, wr.noMF = v.Kind, v.WithoutManagedFields
+		}
+		got = append(got, wr)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, got...)
+	w.seen = max(w.seen, resp.Header.Revision)
+	return nil
+}
+
+func (w *Writes) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.err = err
+}
+
+// Stop waits until the watch has reported revision until, ends it, and
+// returns the writes up to that revision by kind and class.
+func (w *Writes) Stop(until int64) ([]Kind, error) {
+	defer func() { w.cancel(); <-w.done }()
+	deadline := time.Now().Add(stopWait)
+	for {
+		w.mu.Lock()
+		seen, err := w.seen, w.err
+		w.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if seen >= until {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the %s store's watch reported revision %d, not %d, within %v", w.store, seen, until, stopWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byKey := map[[2]string]*Kind{}
+	for _, wr := range w.writes {
+		if wr.revision > until {
+			break
+		}
+		k := byKey[[2]string{wr.kind, string(wr.class)}]
+		if k == nil {
+			k = &Kind{Store: w.store, Kind: wr.kind, Class: wr.class}
+			byKey[[2]string{wr.kind, string(wr.class)}] = k
+		}
+		k.add(wr.key, wr.value, wr.noMF)
+	}
+	return sortedKinds(byKey), nil
 }

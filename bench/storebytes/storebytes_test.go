@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,7 +125,7 @@ func startEtcd(t *testing.T) (*clientv3.Client, string) {
 	case <-time.After(time.Minute):
 		t.Fatal("etcd not ready within a minute")
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +202,44 @@ func TestReadKindsAddsUpEveryPageAtOneRevision(t *testing.T) {
 	}
 	if _, err := cli.Get(ctx, "/registry/pods/work/app-0000", clientv3.WithRev(before.Revision-1)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Errorf("a read before the compaction's revision: %v; want it compacted", err)
+	}
+}
+
+func TestWatchWritesCountsUpToTheRevisionAsked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli, endpoint := startEtcd(t)
+	lease := &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	value := stored(t, lease)
+	const key = "/registry/leases/kube-node-lease/node-1"
+	start, err := Status(ctx, cli, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := WatchWrites(ctx, cli, "no-fsync", Classifier{Nodes: map[string]bool{"node-1": true}}, start.Revision)
+	for range 3 {
+		if _, err := cli.Put(ctx, key, string(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	until, err := Status(ctx, cli, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the revision asked for: not counted.
+	if _, err := cli.Put(ctx, key, string(value)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Stop(until.Revision)
+	want := []Kind{
+		{Store: "no-fsync", Kind: "Lease", Class: PerNode, Count: 3, KeyBytes: 3 * int64(len(key)), ValueBytes: 3 * int64(len(value)),
+			NoManagedFieldsBytes: 3 * int64(len(value)), MaxValueBytes: len(value)},
+		{Store: "no-fsync", Kind: "(deleted)", Class: PerNode, Count: 1, KeyBytes: int64(len(key))},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Stop(%d) = %+v, %v\nwant %+v", until.Revision, got, err, want)
 	}
 }
