@@ -227,6 +227,11 @@ type routeTable struct {
 	op  sync.Mutex
 	mu  sync.Mutex
 	via map[string]string
+	// failing holds the last error of each route whose install failed,
+	// until it succeeds or is forgotten: a failing route is retried at
+	// every change of its node, and each status report of the node is
+	// one, so only a new error is logged.
+	failing map[string]string
 }
 
 // holds tells whether the table holds r as it is.
@@ -236,7 +241,9 @@ func (table *routeTable) holds(r podRoute) bool {
 	return table.via[r.dst.String()] == r.via.String()
 }
 
-func newRouteTable() *routeTable { return &routeTable{via: map[string]string{}} }
+func newRouteTable() *routeTable {
+	return &routeTable{via: map[string]string{}, failing: map[string]string{}}
+}
 
 // changed lists the routes of want that table does not hold as they are,
 // and records them.
@@ -259,6 +266,39 @@ func (table *routeTable) forget(dst string) {
 	table.mu.Lock()
 	defer table.mu.Unlock()
 	delete(table.via, dst)
+}
+
+// failed forgets dst, whose install failed with err, and tells whether
+// err is new for it (the first failure, or another error than the last).
+func (table *routeTable) failed(dst string, err error) (isNew bool) {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	delete(table.via, dst)
+	isNew = table.failing[dst] != err.Error()
+	table.failing[dst] = err.Error()
+	return isNew
+}
+
+// pruneFailing drops the failures of routes no longer wanted (their
+// nodes gone), so that the record stays within the cluster's size.
+func (table *routeTable) pruneFailing(wanted map[string]string) {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	for dst := range table.failing {
+		if _, ok := wanted[dst]; !ok {
+			delete(table.failing, dst)
+		}
+	}
+}
+
+// installed records that dst is in the kernel, and tells whether it had
+// failed before.
+func (table *routeTable) installed(dst string) (recovered bool) {
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	_, recovered = table.failing[dst]
+	delete(table.failing, dst)
+	return recovered
 }
 
 // apply writes the CNI config when n is this node, else, when routes
@@ -295,10 +335,16 @@ func (nw Network) install(routes []podRoute, applied *routeTable) {
 	applied.op.Lock()
 	defer applied.op.Unlock()
 	for _, r := range applied.changed(routes) {
+		dst := r.dst.String()
 		if err := nw.kernelRoutes().replace(r); err != nil {
 			// Tried again at the next resync or change of the node.
-			applied.forget(r.dst.String())
-			klog.ErrorS(err, "k1m pod network: adding the route to a node's pods", "dst", r.dst, "via", r.via)
+			if applied.failed(dst, err) {
+				klog.ErrorS(err, "k1m pod network: adding the route to a node's pods (retried at each change of the node; logged again when the error changes)", "dst", r.dst, "via", r.via)
+			}
+			continue
+		}
+		if applied.installed(dst) {
+			klog.InfoS("k1m pod network: added the route to a node's pods after it had failed", "dst", r.dst, "via", r.via)
 		}
 	}
 }

@@ -2,8 +2,10 @@ package podnet
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,5 +136,40 @@ func TestRouteTableGivesOnlyNewOrMovedRoutes(t *testing.T) {
 		if got := table.changed(s.want); !reflect.DeepEqual(got, s.changed) {
 			t.Errorf("step %d: changed = %v, want %v", i+1, got, s.changed)
 		}
+	}
+}
+
+// A route whose install fails is retried at every change of its node,
+// and logged only when its error is new: each status report of a node
+// is a change.
+func TestRouteTableReportsOnlyANewFailure(t *testing.T) {
+	table := newRouteTable()
+	_, dst, _ := net.ParseCIDR("fddf:4035:b500:2::/64")
+	route := podRoute{dst: dst, via: net.ParseIP("fd00:10::2")}
+	unreachable, gone := errors.New("no route to host"), errors.New("network is unreachable")
+	var got []bool
+	for _, err := range []error{unreachable, unreachable, gone, unreachable} {
+		if changed := table.changed([]podRoute{route}); len(changed) != 1 {
+			t.Fatalf("after a failure, changed() = %v; want the route again (retried)", changed)
+		}
+		got = append(got, table.failed(route.dst.String(), err))
+	}
+	if want := []bool{true, false, true, true}; !slices.Equal(got, want) {
+		t.Errorf("failed() reported %v, want %v (the first failure and each change of error)", got, want)
+	}
+	table.changed([]podRoute{route})
+	if !table.installed(route.dst.String()) {
+		t.Error("installed() after failures = false, want true (a recovery to log)")
+	}
+	if table.installed(route.dst.String()) {
+		t.Error("installed() again = true, want false (nothing failing)")
+	}
+	if !table.failed(route.dst.String(), unreachable) {
+		t.Error("failed() after a recovery = false, want true (a new failure)")
+	}
+	// A node gone (its route no longer wanted) leaves no failure behind.
+	table.pruneFailing(map[string]string{})
+	if !table.failed(route.dst.String(), unreachable) {
+		t.Error("failed() after the route was pruned = false, want true (a new failure)")
 	}
 }

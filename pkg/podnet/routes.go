@@ -165,6 +165,7 @@ func (nw Network) reconcile(store cache.Store, applied *routeTable) {
 		wanted[r.dst.String()] = r.via.String()
 		nodes[r.via.String()] = true
 	}
+	applied.pruneFailing(wanted)
 	for _, r := range have {
 		inKernel[r.dst.String()] = r.via.String()
 		if !nw.owns(r, nodes) || wanted[r.dst.String()] == r.via.String() {
