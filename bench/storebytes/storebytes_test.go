@@ -5,22 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"reflect"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"k1m.dev/k1m/pkg/testutil/etcdtest"
 )
 
 // stored encodes obj as kube-apiserver stores it: protobuf, with the
@@ -105,48 +103,10 @@ func TestClassifierPlacesKeysByNodeAndNamespace(t *testing.T) {
 	}
 }
 
-// startEtcd runs a one-member etcd on loopback for the test.
-func startEtcd(t *testing.T) (*clientv3.Client, string) {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	client, peer := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(time.Minute):
-		t.Fatal("etcd not ready within a minute")
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli, client.String()
-}
-
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
-}
-
 func TestReadKindsAddsUpEveryPageAtOneRevision(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cli, endpoint := startEtcd(t)
+	cli, endpoint := etcdtest.Start(t)
 	podValue := stored(t, pod("p", 2))
 	podNoMF, err := Decode(podValue)
 	if err != nil {
@@ -208,7 +168,7 @@ func TestReadKindsAddsUpEveryPageAtOneRevision(t *testing.T) {
 func TestWatchWritesCountsUpToTheRevisionAsked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cli, endpoint := startEtcd(t)
+	cli, endpoint := etcdtest.Start(t)
 	lease := &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	value := stored(t, lease)
 	const key = "/registry/leases/kube-node-lease/node-1"
