@@ -200,64 +200,50 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 			"\n--workers 2: scaleout spreads the renewers over up to 3 API servers: want at least 3"},
 		{"deployed", func(o *RunOptions) {
 			o.Scenarios, o.Deployed.Nodes = "deployed", 0
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+			withoutBuilds(o)
 		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
 			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
 			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)\n" +
 			"--deployed-nodes 0: want at least 1, e.g. 2000" + rootNeeded("deployed")},
 		{"joins", func(o *RunOptions) {
 			o.Scenarios, o.Joins.Joins, o.Joins.Workers = "joins", 0, -1
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("joins") +
+			withoutBuilds(o)
+		}, missingBuilds("joins") +
 			"\n--joins 0: want at least 1, e.g. 1000\n--joins-workers -1: want at least 1, e.g. 50"},
 		{"schedule", func(o *RunOptions) {
 			o.Scenarios, o.ScheduleNodes, o.Schedule.Pods, o.Schedule.Workers = "schedule", "5000,1000", 0, 0
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
+			withoutBuilds(o)
+		}, missingBuilds("schedule") +
 			"\n--schedule-nodes 5000,1000: want ascending positive node counts, e.g. 1000,5000\n--schedule-pods 0: want at least 1, e.g. 2000\n--schedule-workers 0: want at least 1, e.g. 50"},
 		{"schedule scores not numbers", func(o *RunOptions) { o.ScheduleScores = "0,five" },
 			`--schedule-scores "0,five": want whole numbers separated by commas, e.g. 0,5,1`},
 		{"schedule scores out of range", func(o *RunOptions) {
 			o.Scenarios, o.ScheduleScores = "schedule", "0,150"
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("schedule") +
+			withoutBuilds(o)
+		}, missingBuilds("schedule") +
 			"\n--schedule-scores 150: want percentages from 0 (upstream's adaptive default) to 100, e.g. 0,5,1 (empty: the two builds at their defaults)"},
 		{"cluster", func(o *RunOptions) {
 			o.Scenarios, o.ClusterNodes, o.Cluster.Pods, o.Cluster.Replicas, o.Cluster.Pace, o.Cluster.NodesPerConnection = "cluster", "0", 15, 10, 0, 0
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("cluster") +
+			withoutBuilds(o)
+		}, missingBuilds("cluster") +
 			"\n--cluster-nodes 0: want ascending positive node counts, e.g. 500,1000,2000\n--cluster-pods 15: want a positive multiple of --cluster-replicas (10), e.g. 1000" +
 			"\n--cluster-pace 0: want pods a second above 0, e.g. 20\n--cluster-nodes-per-connection 0: want at least 1, e.g. 50"},
 		{"proxy", func(o *RunOptions) {
 			o.Scenarios, o.ProxyServices, o.Proxy.ChangeRate, o.Proxy.Window = "proxy", "10000,1000", 0, time.Millisecond
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("proxy") + "\n" +
+			withoutBuilds(o)
+		}, missingBuilds("proxy") + "\n" +
 			"--proxy-services 10000,1000: want ascending positive Service counts, e.g. 1000,10000\n" +
 			"--proxy-change-rate 0: want changes a second above 0, e.g. 10\n--proxy-window 1ms: want at least 1s, e.g. 30s"},
 		{"dns", func(o *RunOptions) {
 			o.Scenarios, o.DNSRates, o.DNS.Window, o.DNS.Sockets = "dns", "1000,0", 0, 0
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("dns") + "\n" +
+			withoutBuilds(o)
+		}, missingBuilds("dns") + "\n" +
 			"--dns-rates 1000,0: want ascending positive query rates, e.g. 1000,10000\n" +
 			"--dns-window 0s: want at least 1s, e.g. 10s\n--dns-sockets 0: want at least 1, e.g. 16"},
 		{"store", func(o *RunOptions) {
 			o.Scenarios, o.Store.Agents, o.Store.PodsPerNode, o.Store.PodsPerDeployment, o.Store.Idle = "store", 2, 10, 7, time.Second
-			o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
-		}, "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
-			"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
-			"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded("store") + "\n" +
+			withoutBuilds(o)
+		}, missingBuilds("store") + "\n" +
 			"--store-pods-per-deployment 7: want a divisor of the workload's 30 pods (nodes x --store-pods-per-node), e.g. 10\n" +
 			"--store-idle 1s: want at least 10s, e.g. 5m0s"},
 		{"valid", func(o *RunOptions) {}, ""},
@@ -274,6 +260,30 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 
 // rootNeeded is the error of a scenario that runs local clusters, unless
 // the test runs as root.
+// withLocalClusterDefaults sets the local-cluster scenarios' options of
+// want to their defaults, their paths o's.
+func withLocalClusterDefaults(want *bench.Options, o RunOptions) {
+	want.ScaleOut, want.Deployed, want.Joins = o.ScaleOut, o.Deployed, joins.Config{Joins: 1000, Workers: 50}
+	want.Schedule = schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10}
+	want.Cluster = clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50}
+	want.Proxy = proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second}
+	want.DNS = dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16}
+	want.Store = storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
+		SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}}
+}
+
+// withoutBuilds points the deployed scenarios' builds and images nowhere.
+func withoutBuilds(o *RunOptions) {
+	o.Deployed.K1M, o.Deployed.StockK1M, o.Deployed.ImagesDir = "/nonexistent/k1m", "/nonexistent/stock", "/nonexistent"
+}
+
+// missingBuilds is what Validate says of withoutBuilds for scenario.
+func missingBuilds(scenario string) string {
+	return "--k1m \"/nonexistent/k1m\": not an executable file (make build writes it)\n" +
+		"--stock-k1m \"/nonexistent/stock\": not an executable file (make build-stock writes it)\n" +
+		"--images-dir \"/nonexistent\": no image archive (*.tar) there (make images writes them to _output/images)" + rootNeeded(scenario)
+}
+
 func rootNeeded(scenario string) string {
 	if os.Geteuid() == 0 {
 		return ""
@@ -294,14 +304,8 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Nodes: noderamp.Config{Steps: []int{4000}, Hold: 20 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
 			Simulator: nodesim.Defaults(), SimulatorCores: 0.6},
 		LongRenew: 40 * time.Second, WatchBenchtime: "300ms", WatchCount: 1,
-		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
-		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
-		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
-		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
-		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
-			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
+	withLocalClusterDefaults(&want, o)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of the defaults = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -319,14 +323,8 @@ func TestRunOptionsCompleteResolvesTheRun(t *testing.T) {
 		Nodes: noderamp.Config{Steps: []int{10, 20}, Hold: 45 * time.Second, ReadyTimeout: 5 * time.Minute, SLO: time.Second, Registrars: 16,
 			Simulator: nodesim.Defaults(), SimulatorCores: 1.5},
 		LongRenew: 20 * time.Second, WatchBenchtime: "2x", WatchCount: 5,
-		ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: joins.Config{Joins: 1000, Workers: 50},
-		Schedule: schedule.Config{Steps: []int{1000, 5000}, Pods: 2000, Workers: 50, PodCPU: 10},
-		Cluster:  clusterload.Config{Steps: []int{500, 1000, 2000}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50},
-		Proxy:    proxymode.Config{Steps: []int{1000, 10000}, ChangeRate: 10, Window: 30 * time.Second},
-		DNS:      dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16},
-		Store: storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
-			SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}},
 		Benchplot: o.Benchplot, Progress: os.Stdout}
+	withLocalClusterDefaults(&want, o)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Complete() of full with overrides = %+v, %v\nwant %+v", got, err, want)
 	}
