@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +18,20 @@ import (
 	"k1m.dev/k1m/pkg/pki"
 )
 
-// freePortPair finds a port p on ::1 with p+1 free too (client and peer).
+// handedOut are the ports freePortPair gave: the tests that run in
+// parallel start their members after it returns, so a port free when
+// asked must not be given twice.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePortPair finds a port p on ::1 with p+1 free too (client and peer),
+// neither given to another test of the run.
 func freePortPair(t *testing.T) int {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for i := 0; i < 50; i++ {
 		l, err := net.Listen("tcp", "[::1]:0")
 		if err != nil {
@@ -27,8 +39,12 @@ func freePortPair(t *testing.T) int {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
+		if handedOut.ports[port] || handedOut.ports[port+1] {
+			continue
+		}
 		if l2, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port+1))); err == nil {
 			l2.Close()
+			handedOut.ports[port], handedOut.ports[port+1] = true, true
 			return port
 		}
 	}

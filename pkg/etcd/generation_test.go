@@ -165,6 +165,8 @@ func joinNames(names []string) string {
 // a, left alone in the old group, must move to the new one by itself,
 // and a watch at the old group's revision must be told to list again.
 func TestNoFsyncMaintenancePlusRebootKeepsOneGroup(t *testing.T) {
+	// Parallel: it waits on its members most of its time (tens of seconds).
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)
@@ -208,6 +210,8 @@ func TestNoFsyncMaintenancePlusRebootKeepsOneGroup(t *testing.T) {
 // writes, so a starts the next generation on its own, and the servers,
 // started again, join it.
 func TestNoFsyncGroupWithoutQuorumIsReplaced(t *testing.T) {
+	// Parallel: it waits on its members most of its time (tens of seconds).
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)
@@ -226,6 +230,8 @@ func TestNoFsyncGroupWithoutQuorumIsReplaced(t *testing.T) {
 // TestNoFsyncLiveGroupIsNotReplaced: a group that still has a quorum is
 // never replaced; a member that stopped comes back into it.
 func TestNoFsyncLiveGroupIsNotReplaced(t *testing.T) {
+	// Parallel: it waits on its members most of its time (tens of seconds).
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := newNoFsyncFixture(ctx, t)

@@ -78,6 +78,8 @@ func view(ctx context.Context, t *testing.T, cli *clientv3.Client) []memberView 
 // refuses what would break the quorum or duplicate a name, and brings the
 // lost one back with and without its data.
 func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
+	// Parallel: it waits on its members most of its time (tens of seconds).
+	t.Parallel()
 	dir := t.TempDir()
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -14,6 +14,8 @@ import (
 // what they hold; when all stopped, the first to start makes a new cluster
 // and the next ones join it.
 func TestNoFsyncClusterRejoinsEmptyAndRestartsWhenAllStop(t *testing.T) {
+	// Parallel: it waits on its members most of its time (tens of seconds).
+	t.Parallel()
 	dir := t.TempDir()
 	serverTLS, clientTLS := certs(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
