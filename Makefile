@@ -19,7 +19,7 @@ K1M_BIN    = $(if $(filter stock,$(FLAVOR)),$(OUT)/stock/bin/k1m,$(OUT)/bin/k1m)
 all: build
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
 
 deps-build: ## install what building needs (Debian packages)
 	@hack/install-deps.sh build
@@ -37,7 +37,7 @@ build-stock: deps-build ## build the same components, unpatched, into $(OUT)/sto
 	$(K1M_BUILD) build --flavor stock $(K1M_FLAGS)
 
 images: deps-cluster ## build the image archives nodes import (pause, CoreDNS, busybox) into $(OUT)/images
-	$(K1M_BUILD) images $(K1M_FLAGS)
+	$(LOW) $(K1M_BUILD) images $(K1M_FLAGS)
 
 build-k1m: build
 
@@ -58,7 +58,7 @@ deps-conformance: ## install what building the conformance test images needs (de
 	@hack/install-deps.sh build cluster conformance
 
 conformance-images: deps-conformance images ## build e2e.test, ginkgo, the conformance image and every test image into $(OUT)/conformance
-	$(K1M_BUILD) conformance $(K1M_FLAGS)
+	$(LOW) $(K1M_BUILD) conformance $(K1M_FLAGS)
 
 MODE             ?= quick
 CONFORMANCE_ARGS ?=
@@ -79,8 +79,10 @@ deps-kind: ## install what kind images and clusters need (docker.io, debootstrap
 
 KIND_ENV = KIND=$(OUT)/kind/bin/kind OUT=$(OUT) DOCKER_DIR=$(OUT)/docker
 
-kind-image: deps-kind build images ## build the kind base and node images offline (k1m.local/kind-node) and load them into Docker; cached by inputs
-	$(K1M_BUILD) kind-tools $(K1M_FLAGS)
+kind-tools: deps-kind build ## build the kind CLI, k1m-docker-runc, k1m-cni, etcd and crictl into $(OUT)/kind/bin
+	$(LOW) $(K1M_BUILD) kind-tools $(K1M_FLAGS)
+
+kind-image: deps-kind build images kind-tools ## build the kind base and node images offline (k1m.local/kind-node) and load them into Docker; cached by inputs
 	DOCKER_DIR=$(OUT)/docker hack/docker.sh up $(OUT)/kind/bin/k1m-docker-runc
 	$(K1M_BUILD) kind-image $(K1M_FLAGS)
 
@@ -96,10 +98,15 @@ kind-test: kind-image ## a fresh kind cluster checked through the API (test/kind
 kind-conformance: kind-image conformance-images ## a fresh kind cluster, Sonobuoy's quick mode in it, then down (by hand: make conformance-test runs the runner in make test)
 	$(KIND_ENV) hack/kind.sh conformance-test
 
-verify: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet, tests of patched packages
+verify: verify-k1m verify-stock ## pins, patch headers, series applies, codegen, gofmt/vet of both flavours, tests of patched packages
+
+verify-k1m: deps-build ## verify without the stock flavour: pins, patch headers, series applies, codegen, gofmt/vet against the patched tree, docs against code, tests of patched packages
 	$(K1M_BUILD) verify $(K1M_FLAGS)
-	hack/verify-go.sh
+	hack/verify-go.sh k1m
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
+
+verify-stock: deps-build ## the product built and vetted in the stock flavour
+	$(LOW) hack/verify-go.sh stock
 
 unit: deps-build ## unit tests of k1m's own code, built against the patched tree
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test ./pkg/... ./cmd/... ./manifests/... ./conformance/... ./bench/... ./build/... ./test/localcluster/... ./test/faults/... ./test/runcshim/... ./test/cmd/... ./test/clustercheck/...
@@ -132,12 +139,45 @@ faults-test: deps-cluster build images ## the fault campaign's CI subset (SCENAR
 # release tagged v1.32.5+k1m.5fe805146d33.
 UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
 
+earlier-release: ## build the earlier release UPGRADE_FROM into $(OUT)/upgrade-from (kept by commit in K1M_CACHE_DIR)
+	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from
+
 upgrade-test: FAULTS_TIMEOUT = 25m
-upgrade-test: deps-cluster build images ## make test's part: the rolling upgrade from UPGRADE_FROM (built into $(OUT)/upgrade-from) to this tree on 3 servers + 2 agents, writes flowing, then the fault campaign's CI subset on the upgraded cluster, within 25 min
-	hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from
+upgrade-test: deps-cluster build images earlier-release ## make test's part: the rolling upgrade from UPGRADE_FROM (built into $(OUT)/upgrade-from) to this tree on 3 servers + 2 agents, writes flowing, then the fault campaign's CI subset on the upgraded cluster, within 25 min
 	FAULTS_SCENARIOS=upgrade,ci FAULTS_FROM_K1M=$(abspath $(OUT))/upgrade-from/_output/bin/k1m $(FAULTS)
 
-test: verify unit integration upgrade-test conformance-test kind-test release-test ## the test command (README.md); CI runs exactly this
+# make test in two lanes (docs/build.md#make-test-in-two-lanes). The checks
+# lane runs every check in order at normal priority; beside it, the builds
+# lane builds what only later checks need (the images, the stock flavour,
+# the conformance images, the earlier release, the kind tools) at the
+# lowest CPU priority, each with its output in $(OUT)/builds-lane/: they
+# take only the CPU the checks leave idle, and a check waits only when the
+# build it needs is not done yet. Warm, every build is a cache hit.
+# The extra prerequisites below exist only in the lanes' make (K1M_LANES).
+test: deps-kind prepare ## the test command (README.md); CI runs exactly this: verify + unit + integration + upgrade-test + conformance-test + kind-test + release-test, in two lanes
+	$(MAKE) --no-print-directory -j2 K1M_LANES=1 test-checks test-builds
+
+LOW =
+ifeq ($(K1M_LANES),1)
+LOW = hack/builds-lane.sh $@ $(OUT)/builds-lane/$@.log
+# The checks lane, in this order.
+test-checks: release-test
+unit: verify-k1m
+build: unit
+upgrade-test: integration earlier-release
+conformance-test: upgrade-test conformance-images
+kind-image: conformance-test kind-tools
+release: kind-test
+# The builds lane, in this order: the earlier release and the kind tools
+# after build, whose compiled packages they reuse.
+test-builds: kind-tools
+verify-stock: images
+conformance-images: verify-stock
+earlier-release: build conformance-images
+kind-tools: earlier-release
+endif
+
+.PHONY: verify-k1m verify-stock kind-tools earlier-release test-checks test-builds
 
 .PHONY: release release-test
 
