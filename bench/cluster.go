@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"k1m.dev/k1m/bench/clusterload"
 	"k1m.dev/k1m/bench/deployed"
@@ -17,7 +18,8 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 	rep.Cluster = &clusterload.Result{Config: o.Cluster}
 	return eachFresh(ctx, o, "cluster", clusterVariants(o), func(c *scaleout.Cluster, flavour string, round int) error {
 		progress := func(line string) { fmt.Fprintf(o.Progress, "  %s, round %d: %s\n", flavour, round, line) }
-		steps, err := clusterload.Run(ctx, o.Cluster, clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), Progress: progress})
+		env := clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), ProfileDir: filepath.Dir(c.LogFile(1)), Progress: progress}
+		steps, err := clusterload.Run(ctx, o.Cluster, env)
 		for _, s := range steps {
 			s.Flavour, s.Round = flavour, round
 			rep.Cluster.Steps = append(rep.Cluster.Steps, s)
@@ -27,14 +29,20 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 }
 
 // clusterVariants are the two builds, or with --cluster-syncs the k1m
-// build at each controller worker count.
+// build at each controller worker count; with --cluster-join-profile
+// their API servers' profiling is on.
 func clusterVariants(o Options) []serverVariant {
-	if len(o.Cluster.Syncs) == 0 {
-		return buildVariants(o)
-	}
 	var out []serverVariant
+	if len(o.Cluster.Syncs) == 0 {
+		out = buildVariants(o)
+	}
 	for _, n := range o.Cluster.Syncs {
 		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-syncs-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.ControllerSyncArgs(n)})
+	}
+	if o.Cluster.JoinProfile {
+		for i := range out {
+			out[i].Args = append(out[i].Args, clusterload.JoinProfileArgs...)
+		}
 	}
 	return out
 }

@@ -202,6 +202,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Store.PodsPerDeployment, "store-pods-per-deployment", o.Store.PodsPerDeployment, "store: pods per Deployment (each with a Service)")
 	fs.DurationVar(&o.Store.Idle, "store-idle", o.Store.Idle, "store: how long the revisions written at rest are counted")
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
+	fs.BoolVar(&o.Cluster.JoinProfile, "cluster-join-profile", o.Cluster.JoinProfile, fmt.Sprintf("cluster: CPU-profile each server's API server process over the first %v of each join burst (turns kube-apiserver's profiling on)", clusterload.JoinProfileWindow))
 	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/cpuprofile"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/bench/lograte"
@@ -95,7 +97,18 @@ type Config struct {
 	// Syncs, when set, replaces the two builds by the k1m build at each
 	// of these controller worker counts (ControllerSyncArgs).
 	Syncs []int `json:",omitempty"`
+	// JoinProfile CPU-profiles the server's kube-apiserver process over
+	// the first JoinProfileWindow of each join burst (JoinProfileArgs).
+	JoinProfile bool `json:",omitempty"`
 }
+
+// JoinProfileWindow is how much of a join burst JoinProfile profiles: a
+// burst of 1,000 nodes took about 26 s on the reference machine.
+const JoinProfileWindow = 15 * time.Second
+
+// JoinProfileArgs turn on kube-apiserver's profiling endpoint, which k1m
+// server turns off, for JoinProfile.
+var JoinProfileArgs = []string{"--kube-apiserver-arg=profiling=true"}
 
 // ControllerSyncArgs are `k1m server` flags giving the controllers this
 // load drives (Deployments, ReplicaSets, Endpoints, EndpointSlices) n
@@ -133,7 +146,9 @@ type Env struct {
 	Config    *rest.Config // an admin client of the server's API server
 	ServerPID int          // the root of the server's processes
 	ServerLog string       // the server's log (its process tree's)
-	Progress  func(string)
+	// ProfileDir is where Config.JoinProfile's profiles go.
+	ProfileDir string
+	Progress   func(string)
 }
 
 // Run measures every step of cfg on env's cluster, returning the steps
@@ -211,6 +226,10 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err != nil {
 		return s, err
 	}
+	var profile <-chan JoinProfile
+	if cfg.JoinProfile {
+		profile = profileJoin(ctx, env.Config, filepath.Join(env.ProfileDir, fmt.Sprintf("join-%d.cpu.pprof", r.to)))
+	}
 	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d, their heartbeats and %d watches each", r.to, r.from+1, r.to, len(NodeWatches)))
 	if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
 		return s, err
@@ -222,7 +241,17 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if err := r.nodes.waitSynced(ctx, int64(s.Watches), SyncTimeout); err != nil {
 		return s, err
 	}
-	s.Joined = time.Since(joinStart.at)
+	joined, err := read(ctx, client, env.Config, env.ServerPID, r)
+	if err != nil {
+		return s, err
+	}
+	s.Joined = joined.at.Sub(joinStart.at)
+	s.JoinedNodes = r.to - r.from
+	s.JoinProcesses = components(joinStart, joined)
+	if profile != nil {
+		p := <-profile
+		s.JoinProfile = &p
+	}
 	if err := clock.Sleep(ctx, Settle); err != nil {
 		return s, err
 	}
@@ -371,4 +400,34 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 	}
 	return reading{at: time.Now(), metrics: m, controllers: controllers, members: members, usage: deployed.ReadAll(members), self: self,
 		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
+}
+
+// JoinProfile is a CPU profile of the server's kube-apiserver process
+// over the start of a join burst, broken down by cost.
+type JoinProfile struct {
+	Path   string
+	Total  time.Duration // sampled CPU
+	Shares []cpuprofile.Share
+	Error  string `json:",omitempty"`
+}
+
+// profileJoin captures a JoinProfileWindow CPU profile through the API
+// server's /debug/pprof/profile into path, in the background.
+func profileJoin(ctx context.Context, cfg *rest.Config, path string) <-chan JoinProfile {
+	out := make(chan JoinProfile, 1)
+	go func() {
+		p := JoinProfile{Path: path}
+		client, err := rest.HTTPClientFor(cfg)
+		if err == nil {
+			err = cpuprofile.Capture(ctx, client, cfg.Host+"/debug/pprof/profile", JoinProfileWindow, path)
+		}
+		if err == nil {
+			p.Shares, p.Total, err = cpuprofile.Breakdown(path)
+		}
+		if err != nil {
+			p.Error = err.Error()
+		}
+		out <- p
+	}()
+	return out
 }

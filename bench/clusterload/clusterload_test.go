@@ -20,6 +20,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"k1m.dev/k1m/bench/apimetrics"
+	"k1m.dev/k1m/bench/cpuprofile"
+	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/lograte"
 	"k1m.dev/k1m/bench/stats"
 )
@@ -238,5 +240,56 @@ func TestLogMarkdownGivesEachStepsRateAndSources(t *testing.T) {
 	want := "| k1m | 1 | 2000 | 155.0 | 77.5 | range_allocator.go:247 100.0, topologycache.go:237 50.5 |"
 	if got := lines[len(lines)-1]; got != want {
 		t.Errorf("row %q, want %q", got, want)
+	}
+}
+
+func TestJoinCPUPerNodeIsTheTreesCPUOverTheBurstPerNode(t *testing.T) {
+	s := Step{Joined: 20 * time.Second, JoinedNodes: 1000,
+		JoinProcesses: []Component{{Name: "kube-apiserver", Cores: 0.9}, {Name: "etcd", Cores: 0.3}, {Name: "kubelet", Cores: 0.05}}}
+	// 1.25 cores for 20 s is 25 CPU-seconds, over 1,000 nodes.
+	if got, want := s.JoinCPUPerNode(), 25*time.Millisecond; got != want {
+		t.Errorf("JoinCPUPerNode = %v, want %v", got, want)
+	}
+	if got := (Step{Joined: time.Second}).JoinCPUPerNode(); got != 0 {
+		t.Errorf("JoinCPUPerNode with no node joined = %v, want 0", got)
+	}
+}
+
+func TestJoinRatiosPairEachK1mStepWithStocksOfTheSameSizeAndRound(t *testing.T) {
+	step := func(flavour string, nodes, round int, cores float64, joined time.Duration) Step {
+		return Step{Flavour: flavour, Nodes: nodes, Round: round, Joined: joined, JoinedNodes: nodes,
+			JoinProcesses: []Component{{Name: "server", Cores: cores}}}
+	}
+	rows := []Step{
+		step(deployed.Stock, 1000, 1, 1.0, 10*time.Second),
+		step(deployed.K1m, 1000, 1, 1.2, 15*time.Second),
+		step(deployed.K1m, 2000, 1, 1.2, 30*time.Second), // no stock step of 2,000 nodes
+	}
+	want := []string{"k1m/stock, 1000 nodes, round 1: CPU per node joined 1.80x, burst 1.50x as long.\n"}
+	if got := joinRatios(rows); !reflect.DeepEqual(got, want) {
+		t.Errorf("joinRatios = %q, want %q", got, want)
+	}
+}
+
+func TestBusiestNamesTheProcessesWithTheMostCores(t *testing.T) {
+	ps := []Component{{Name: "etcd", Cores: 0.3}, {Name: "kube-apiserver", Cores: 0.9}, {Name: "kubelet", Cores: 0.05}, {Name: "k1m", Cores: 0.4}}
+	if got, want := busiest(ps, 3), "kube-apiserver 0.90, k1m 0.40, etcd 0.30"; got != want {
+		t.Errorf("busiest = %q, want %q", got, want)
+	}
+}
+
+func TestJoinProfileMarkdownNamesTheLargestCostsOrWhyThereIsNone(t *testing.T) {
+	rows := []Step{
+		{Flavour: deployed.Stock, Nodes: 1000, Round: 1, JoinProfile: &JoinProfile{Path: "/r/runs/cluster-stock-1/join-1000.cpu.pprof", Total: 12340 * time.Millisecond,
+			Shares: []cpuprofile.Share{{Category: "etcd", Fraction: 0.4}, {Category: "gc", Fraction: 0.2}}}},
+		{Flavour: deployed.K1m, Nodes: 1000, Round: 1, JoinProfile: &JoinProfile{Error: "CPU profile from https://[::1]:6443/debug/pprof/profile: 404 Not Found"}},
+		{Flavour: deployed.K1m, Nodes: 2000, Round: 1},
+	}
+	var b strings.Builder
+	joinProfileMarkdown(&b, rows)
+	want := "\nstock, 1000 nodes, round 1: the API server's process over the burst's first 15s, 12.34s of CPU sampled: etcd 40%, gc 20% (`join-1000.cpu.pprof`)\n" +
+		"\nk1m, 1000 nodes, round 1: no join profile: CPU profile from https://[::1]:6443/debug/pprof/profile: 404 Not Found\n"
+	if got := b.String(); got != want {
+		t.Errorf("joinProfileMarkdown =\n%q\nwant\n%q", got, want)
 	}
 }

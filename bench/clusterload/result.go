@@ -3,6 +3,7 @@ package clusterload
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -26,7 +27,12 @@ type Step struct {
 	Window       time.Duration
 	Joined       time.Duration // from the first new node's registration until every new watch had listed
 	JoinMutating CallP99       // the join burst's worst mutating call (not held to the SLO)
-	Created      time.Duration // the creates' span
+	JoinedNodes  int           // the nodes that registered in the join burst
+	// JoinProcesses are the server's processes' CPU over the join burst
+	// (Joined): what registering JoinedNodes nodes cost the control plane.
+	JoinProcesses []Component   `json:",omitempty"`
+	JoinProfile   *JoinProfile  `json:",omitempty"` // with Config.JoinProfile
+	Created       time.Duration // the creates' span
 
 	PodStartup, Scheduling stats.Latency // first seen to running and ready, first seen to bound
 	BoundPerSecond         float64       // the scheduler's: pods from the first seen to the last bound
@@ -227,7 +233,7 @@ func (r *Result) CSVHeader() []string {
 		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
-		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s"}
+		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -240,7 +246,7 @@ func (r *Result) CSVRows() [][]string {
 			ms(s.PodStartup.P50), ms(s.PodStartup.P90), ms(s.PodStartup.P99), ms(s.Scheduling.P99), f(s.BoundPerSecond), ms(s.EndpointsLag),
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
-			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
+			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), fmt.Sprint(s.JoinedNodes), f(totalCores(s.JoinProcesses)), ms(s.JoinCPUPerNode()), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
 			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)})
 	}
 	return rows
@@ -249,20 +255,39 @@ func (r *Result) CSVRows() [][]string {
 // serverCores is the CPU of the server's whole tree (control plane, its
 // node's kubelet, containerd and pods).
 func (s Step) serverCores() float64 {
+	return totalCores(s.Processes)
+}
+
+func totalCores(ps []Component) float64 {
 	total := 0.0
-	for _, p := range s.Processes {
+	for _, p := range ps {
 		total += p.Cores
 	}
 	return total
 }
 
-// ProcessCSV is cluster-processes.csv: each step's processes.
+// JoinCPUPerNode is the server's whole tree's CPU over the join burst
+// divided by the nodes that joined in it; 0 when none did.
+func (s Step) JoinCPUPerNode() time.Duration {
+	if s.JoinedNodes == 0 {
+		return 0
+	}
+	return time.Duration(totalCores(s.JoinProcesses) * float64(s.Joined) / float64(s.JoinedNodes))
+}
+
+// ProcessCSV is cluster-processes.csv: each step's processes, over the
+// load's window and over the join burst.
 func (r *Result) ProcessCSV() [][]string {
-	rows := [][]string{{"flavour", "round", "nodes", "process", "count", "cores", "rss_mib"}}
+	rows := [][]string{{"flavour", "round", "nodes", "window", "process", "count", "cores", "rss_mib"}}
 	for _, s := range r.Steps {
-		for _, p := range s.Processes {
-			rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), p.Name, fmt.Sprint(p.Count),
-				stats.CSVFloat(p.Cores), stats.CSVFloat(float64(p.RSS) / (1 << 20))})
+		for _, w := range []struct {
+			name      string
+			processes []Component
+		}{{"load", s.Processes}, {"join", s.JoinProcesses}} {
+			for _, p := range w.processes {
+				rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), w.name, p.Name, fmt.Sprint(p.Count),
+					stats.CSVFloat(p.Cores), stats.CSVFloat(float64(p.RSS) / (1 << 20))})
+			}
 		}
 	}
 	return rows
@@ -294,6 +319,7 @@ func (r *Result) Markdown() string {
 	for _, flavour := range r.flavours() {
 		fmt.Fprintf(&b, "%s: largest node count holding every SLO: %d.\n", flavour, r.LargestHeld(flavour))
 	}
+	r.joinMarkdown(&b)
 	r.kindsMarkdown(&b)
 	r.queuesMarkdown(&b)
 	r.logMarkdown(&b)
@@ -356,4 +382,91 @@ func (r *Result) logMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %d | %d | %.1f | %.1f | %s |\n", s.Flavour, s.Round, s.Nodes, s.IdleLog.PerSecond,
 			s.IdleLog.PerSecond*1000/float64(max(s.Nodes, 1)), strings.Join(top, ", "))
 	}
+}
+
+// joinMarkdown is what registering the nodes cost: each step's join burst
+// (the new nodes created, their Leases renewed and their watches listed,
+// at once), the server's CPU per node joined and its busiest processes,
+// then k1m's CPU per node over stock's where both ran the same step.
+func (r *Result) joinMarkdown(b *strings.Builder) {
+	var rows []Step
+	for _, s := range r.Steps {
+		if s.JoinedNodes > 0 {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n### Registering nodes: the join burst\n\n")
+	b.WriteString("The new nodes created, marked Ready by their Leases and listing what they watch, all at once. CPU: every process of the server's tree over the burst.\n\n")
+	b.WriteString("| build | round | nodes joined (to) | seconds | nodes/s | server cores | CPU per node joined | busiest processes, cores |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, s := range rows {
+		fmt.Fprintf(b, "| %s | %d | %d (%d) | %.1f | %.0f | %.2f | %v | %s |\n", s.Flavour, s.Round, s.JoinedNodes, s.Nodes,
+			s.Joined.Seconds(), float64(s.JoinedNodes)/s.Joined.Seconds(), totalCores(s.JoinProcesses),
+			s.JoinCPUPerNode().Round(10*time.Microsecond), busiest(s.JoinProcesses, 3))
+	}
+	for _, line := range joinRatios(rows) {
+		fmt.Fprintf(b, "\n%s", line)
+	}
+	b.WriteString("\n")
+	joinProfileMarkdown(b, rows)
+}
+
+// joinProfileShares is how many of a join profile's largest costs the
+// summary names.
+const joinProfileShares = 6
+
+// joinProfileMarkdown names each join profile's largest costs.
+func joinProfileMarkdown(b *strings.Builder, rows []Step) {
+	for _, s := range rows {
+		p := s.JoinProfile
+		if p == nil {
+			continue
+		}
+		if p.Error != "" {
+			fmt.Fprintf(b, "\n%s, %d nodes, round %d: no join profile: %s\n", s.Flavour, s.Nodes, s.Round, p.Error)
+			continue
+		}
+		var parts []string
+		for _, sh := range p.Shares[:min(joinProfileShares, len(p.Shares))] {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", sh.Category, 100*sh.Fraction))
+		}
+		fmt.Fprintf(b, "\n%s, %d nodes, round %d: the API server's process over the burst's first %v, %v of CPU sampled: %s (`%s`)\n",
+			s.Flavour, s.Nodes, s.Round, JoinProfileWindow, p.Total.Round(10*time.Millisecond), strings.Join(parts, ", "), filepath.Base(p.Path))
+	}
+}
+
+// busiest names the n processes with the most cores.
+func busiest(ps []Component, n int) string {
+	sorted := slices.Clone(ps)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Cores > sorted[j].Cores })
+	var parts []string
+	for _, p := range sorted[:min(n, len(sorted))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f", p.Name, p.Cores))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// joinRatios are k1m's CPU per node joined over stock's, for each node
+// count and round both builds ran.
+func joinRatios(rows []Step) []string {
+	type key struct{ nodes, round int }
+	stock := map[key]Step{}
+	for _, s := range rows {
+		if s.Flavour == deployed.Stock {
+			stock[key{s.Nodes, s.Round}] = s
+		}
+	}
+	var out []string
+	for _, s := range rows {
+		st, ok := stock[key{s.Nodes, s.Round}]
+		if s.Flavour != deployed.K1m || !ok || st.JoinCPUPerNode() == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("k1m/stock, %d nodes, round %d: CPU per node joined %.2fx, burst %.2fx as long.\n",
+			s.Nodes, s.Round, float64(s.JoinCPUPerNode())/float64(st.JoinCPUPerNode()), s.Joined.Seconds()/st.Joined.Seconds()))
+	}
+	return out
 }
