@@ -98,11 +98,13 @@ kind-test: kind-image ## a fresh kind cluster checked through the API (test/kind
 kind-conformance: kind-image conformance-images ## a fresh kind cluster, Sonobuoy's quick mode in it, then down (by hand: make conformance-test runs the runner in make test)
 	$(KIND_ENV) hack/kind.sh conformance-test
 
-verify: verify-k1m verify-stock ## pins, patch headers, series applies, codegen, gofmt/vet of both flavours, tests of patched packages
+verify: verify-tree test-patched verify-stock ## pins, patch headers, series applies, codegen, gofmt/vet of both flavours, docs against code, tests of patched packages
 
-verify-k1m: deps-build ## verify without the stock flavour: pins, patch headers, series applies, codegen, gofmt/vet against the patched tree, docs against code, tests of patched packages
+verify-tree: deps-build ## pins, patch headers, series applies, codegen, gofmt/vet against the patched tree, docs against code
 	$(K1M_BUILD) verify $(K1M_FLAGS)
 	hack/verify-go.sh k1m
+
+test-patched: deps-build ## the upstream tests of the packages the series touches, on the patched tree
 	$(K1M_BUILD) test-patched $(K1M_FLAGS)
 
 verify-stock: deps-build ## the product built and vetted in the stock flavour
@@ -147,23 +149,27 @@ upgrade-test: deps-cluster build images earlier-release ## make test's part: the
 	FAULTS_SCENARIOS=upgrade,ci FAULTS_FROM_K1M=$(abspath $(OUT))/upgrade-from/_output/bin/k1m $(FAULTS)
 
 # make test in two lanes (docs/build.md#make-test-in-two-lanes). The checks
-# lane runs every check in order at normal priority; beside it, the builds
-# lane builds what only later checks need (the images, the stock flavour,
-# the conformance images, the earlier release, the kind tools) at the
-# lowest CPU priority, each with its output in $(OUT)/builds-lane/: they
-# take only the CPU the checks leave idle, and a check waits only when the
-# build it needs is not done yet. Warm, every build is a cache hit.
-# The extra prerequisites below exist only in the lanes' make (K1M_LANES).
-test: deps-kind prepare ## the test command (README.md); CI runs exactly this: verify + unit + integration + upgrade-test + conformance-test + kind-test + release-test, in two lanes
-	$(MAKE) --no-print-directory -j2 K1M_LANES=1 test-checks test-builds
+# lane runs every check in order at normal priority (unit and test-patched
+# side by side: their tests mostly wait); beside it, the builds lane builds
+# what only later checks need (the images, the stock flavour, the
+# conformance images, the earlier release, the kind tools) at the lowest
+# CPU priority, each with its output in $(OUT)/builds-lane/: they take only
+# the CPU the checks leave idle, and a check waits only when the build it
+# needs is not done yet. Warm, every build is a cache hit. The extra
+# prerequisites below exist only in the lanes' make (K1M_LANES).
+test: deps-kind ## the test command (README.md); CI runs exactly this: verify + unit + integration + upgrade-test + conformance-test + kind-test + release-test, in two lanes
+	$(MAKE) --no-print-directory -j3 K1M_LANES=1 test-checks test-builds
 
 LOW =
 ifeq ($(K1M_LANES),1)
 LOW = hack/builds-lane.sh $@ $(OUT)/builds-lane/$@.log
-# The checks lane, in this order.
+# The checks lane, in this order. The patched tree is prepared first: the
+# builds lane's k1m-flavour steps come after build.
 test-checks: release-test
-unit: verify-k1m
-build: unit
+verify-tree: prepare
+unit: verify-tree
+test-patched: verify-tree
+build: unit test-patched
 upgrade-test: integration earlier-release
 conformance-test: upgrade-test conformance-images
 kind-image: conformance-test kind-tools
@@ -177,7 +183,7 @@ earlier-release: build conformance-images
 kind-tools: earlier-release
 endif
 
-.PHONY: verify-k1m verify-stock kind-tools earlier-release test-checks test-builds
+.PHONY: verify-tree test-patched verify-stock kind-tools earlier-release test-checks test-builds
 
 .PHONY: release release-test
 
