@@ -132,7 +132,12 @@ func TestExternalDatastore(t *testing.T) {
 	bridge := net.IP(probe.Plan().Bridge.Addr.Addr().AsSlice())
 	ctx, cancel := testutil.Budget(t, 5*time.Minute)
 	defer cancel()
-	ext := startExternalEtcd(ctx, t, filepath.Join(dataRoot, "operator-etcd"), bridge)
+	// Its own directory, outside dataRoot: tearDown (deferred) takes the
+	// servers down and removes dataRoot while this etcd still runs (it
+	// stops in a t.Cleanup, after the defers), and etcd exits the test
+	// binary when its data directory goes from under it. t.TempDir is
+	// removed after that stop.
+	ext := startExternalEtcd(ctx, t, t.TempDir(), bridge)
 	// One CoreDNS replica per node: three, one more than at the start.
 	// No local storage: --disable leaves a packaged component out.
 	opts.ServerArgs = append(ext.flags(), "--dns-nodes-per-replica=1", "--disable="+constants.ComponentLocalStorage)
