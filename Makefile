@@ -141,7 +141,7 @@ faults-test: deps-cluster build images ## the fault campaign's CI subset (SCENAR
 # release tagged v1.32.5+k1m.5fe805146d33.
 UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
 
-earlier-release: ## build the earlier release UPGRADE_FROM into $(OUT)/upgrade-from (kept by commit in K1M_CACHE_DIR)
+earlier-release: deps-build ## build the earlier release UPGRADE_FROM into $(OUT)/upgrade-from (kept by commit in K1M_CACHE_DIR)
 	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from
 
 upgrade-test: FAULTS_TIMEOUT = 25m

@@ -97,8 +97,9 @@ type Config struct {
 	// Syncs, when set, replaces the two builds by the k1m build at each
 	// of these controller worker counts (ControllerSyncArgs).
 	Syncs []int `json:",omitempty"`
-	// JoinProfile CPU-profiles the server's kube-apiserver process over
-	// the first JoinProfileWindow of each join burst (JoinProfileArgs).
+	// JoinProfile CPU-profiles the process that serves the API (k1m: the
+	// server's own, with its etcds; stock: kube-apiserver's) over the
+	// first JoinProfileWindow of each join burst (JoinProfileArgs).
 	JoinProfile bool `json:",omitempty"`
 }
 
@@ -402,8 +403,8 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
 }
 
-// JoinProfile is a CPU profile of the server's kube-apiserver process
-// over the start of a join burst, broken down by cost.
+// JoinProfile is a CPU profile of the process that serves the API over
+// the start of a join burst, broken down by cost.
 type JoinProfile struct {
 	Path   string
 	Total  time.Duration // sampled CPU
