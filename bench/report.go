@@ -22,6 +22,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/metricsload"
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
@@ -47,6 +48,7 @@ type Report struct {
 	Proxy             *proxymode.Result   `json:",omitempty"`
 	DNS               *dnsload.Result     `json:",omitempty"`
 	Store             *storebytes.Result  `json:",omitempty"`
+	Metrics           *metricsload.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -299,6 +301,12 @@ func (rep *Report) writeCSVs() error {
 			return err
 		}
 	}
+	if rep.Metrics != nil && len(rep.Metrics.Steps) > 0 {
+		rows := append([][]string{rep.Metrics.CSVHeader()}, rep.Metrics.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "metrics.csv"), rows); err != nil {
+			return err
+		}
+	}
 	if rep.Store != nil {
 		for name, rows := range map[string][][]string{"store-kinds.csv": rep.Store.KindCSV(), "store-files.csv": rep.Store.StoreCSV(),
 			"store-written.csv": rep.Store.WrittenCSV(), "store-sizing.csv": rep.Store.EstimateCSV()} {
@@ -424,6 +432,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Store != nil && len(rep.Store.Stores) > 0 {
 		b.WriteString(rep.Store.Markdown())
+	}
+	if rep.Metrics != nil && len(rep.Metrics.Steps) > 0 {
+		b.WriteString(rep.Metrics.Markdown())
 	}
 	return b.String()
 }

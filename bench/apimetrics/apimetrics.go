@@ -211,6 +211,16 @@ func (s Snapshot) Histogram(name string) []stats.Bucket {
 	return buckets(sums)
 }
 
+// HistogramSum is the sum of the observations of histogram family name,
+// every series summed (0 when it is absent).
+func (s Snapshot) HistogramSum(name string) float64 {
+	total := 0.0
+	for _, m := range s[name].GetMetric() {
+		total += m.GetHistogram().GetSampleSum()
+	}
+	return total
+}
+
 // Sum is the sum of family name's series (counters and gauges), 0 when
 // it is absent.
 func (s Snapshot) Sum(name string) float64 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,6 +37,7 @@ type Cluster struct {
 	etcdTLS  etcd.TLS
 	dataDirs []string // each server's --data-dir
 	logs     []string // each server's log (its whole process tree)
+	hostAddr netip.Addr
 }
 
 // WithCluster brings up the cluster named name (ClusterA or ClusterB):
@@ -152,8 +154,8 @@ func down(ctx context.Context, h *localcluster.Cluster, name string) error {
 }
 
 func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
-	c := &Cluster{Name: name}
 	plan := h.Plan()
+	c := &Cluster{Name: name, hostAddr: plan.Bridge.Addr.Addr()}
 	for _, s := range plan.Servers {
 		cfg, err := restConfig(s)
 		if err != nil {
@@ -172,6 +174,10 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
+
+// HostAddr is this machine's address on the nodes' bridge: every node's
+// gateway, reachable from every node and pod.
+func (c *Cluster) HostAddr() netip.Addr { return c.hostAddr }
 
 // LogFile is server k's log, from 1: what the server and every process
 // it starts write.
