@@ -302,6 +302,10 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 		return s, err
 	}
 	s.judge(unfinished)
+	if len(unfinished) == 0 {
+		env.Progress(fmt.Sprintf("%d nodes: NetworkPolicy probe", r.to))
+		s.Netpol = probeNetpol(ctx, client, ns, r.nodes, r.to, cfg.Pods/cfg.Replicas, cfg.Replicas)
+	}
 	return s, nil
 }
 
@@ -356,10 +360,19 @@ func notReady(ctx context.Context, client kubernetes.Interface) (int, error) {
 
 // waitSynced waits until want watches have listed once.
 func (f *counts) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+	return waitListed(ctx, f.synced.Load, want, timeout)
+}
+
+// waitSynced waits until want of the nodes' watches have listed once.
+func (f *fleet) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+	return waitListed(ctx, f.synced, want, timeout)
+}
+
+func waitListed(ctx context.Context, synced func() int64, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for f.synced.Load() < want {
+	for synced() < want {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d watches listed after %v", f.synced.Load(), want, timeout)
+			return fmt.Errorf("%d of %d watches listed after %v", synced(), want, timeout)
 		}
 		if err := clock.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
@@ -400,7 +413,7 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 		return reading{}, err
 	}
 	return reading{at: time.Now(), metrics: m, controllers: controllers, members: members, usage: deployed.ReadAll(members), self: self,
-		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
+		heartbeat: r.sim.Stats(), events: r.nodes.events(), relists: r.nodes.relists(), reports: r.nodes.reportErrors.Load()}, nil
 }
 
 // JoinProfile is a CPU profile of the process that serves the API over

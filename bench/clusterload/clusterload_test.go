@@ -71,12 +71,16 @@ func TestNodeWatchesAskForWhatTheirComponentsAskFor(t *testing.T) {
 		{"configmaps", "k1m-pod-routes", "k1m.dev/pod-route", ""},
 		{"configmaps", "kube-public", "", "metadata.name=k1m-cluster"},
 		{"endpointslices", "default", "kubernetes.io/service-name=kubernetes", ""},
+		{"configmaps", "k1m-netpol", "", "metadata.name=node-0000007"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lists asked\n%v\nwant\n%v", got, want)
 	}
 	if NodeWatches[podWatch].What != "its pods" {
 		t.Errorf("podWatch is %q, want the kubelet's watch of its pods", NodeWatches[podWatch].What)
+	}
+	if NodeWatches[rulesWatch].What != "its NetworkPolicy rules" {
+		t.Errorf("rulesWatch is %q, want the k1m agent's watch of its NetworkPolicy rules", NodeWatches[rulesWatch].What)
 	}
 }
 

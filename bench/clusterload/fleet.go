@@ -24,6 +24,7 @@ import (
 
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/netpol"
 	"k1m.dev/k1m/pkg/podnet"
 )
 
@@ -122,11 +123,19 @@ var NodeWatches = []nodeWatch{
 	{"k1m agent", "the API servers' EndpointSlices", func(c kubernetes.Interface, _ string) listWatch {
 		return endpointSlices(c, metav1.NamespaceDefault, "kubernetes.io/service-name=kubernetes")
 	}},
+	{"k1m agent", "its NetworkPolicy rules", func(c kubernetes.Interface, node string) listWatch {
+		cm := c.CoreV1().ConfigMaps(netpol.Namespace)
+		return tweaked(byName(node), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cm.List(ctx, o) }, cm.Watch)
+	}},
 }
 
 // podWatch is the index in NodeWatches of the kubelet's watch of its pods,
 // which also drives the simulated kubelet.
 const podWatch = 1
+
+// rulesWatch is the index in NodeWatches of the k1m agent's watch of its
+// NetworkPolicy rules, whose events the fleet counts apart (netpolProbe).
+const rulesWatch = 12
 
 // Watch timeouts as client-go's reflector asks for them: 5 to 10 minutes,
 // then it watches again from where it was.
@@ -139,7 +148,8 @@ type fleet struct {
 	perClient    int
 	clients      []kubernetes.Interface
 	reporter     kubernetes.Interface // the pod status reports' client
-	counts                            // of the nodes' watches
+	counts                            // of the nodes' watches but rulesWatch
+	rules        counts               // of the nodes' rulesWatch watches
 	reports      chan *corev1.Pod
 	reported     sync.Map // pod UID -> struct{}: reported Running once
 	reportErrors atomic.Int64
@@ -196,11 +206,20 @@ func (f *fleet) add(ctx context.Context, from, to int) error {
 			if k == podWatch {
 				onEvent = func(ev watch.Event) { f.onPod(name, ev) }
 			}
-			go f.follow(ctx, w.open(c, name), onEvent)
+			counted := &f.counts
+			if k == rulesWatch {
+				counted = &f.rules
+			}
+			go counted.follow(ctx, w.open(c, name), onEvent)
 		}
 	}
 	return nil
 }
+
+// synced, events and relists are the counts of every node watch.
+func (f *fleet) synced() int64  { return f.counts.synced.Load() + f.rules.synced.Load() }
+func (f *fleet) events() int64  { return f.counts.events.Load() + f.rules.events.Load() }
+func (f *fleet) relists() int64 { return f.counts.relists.Load() + f.rules.relists.Load() }
 
 // counts are what a set of followed watches did.
 type counts struct {

@@ -56,6 +56,8 @@ type Step struct {
 	NotReady                                  int            // simulated nodes not Ready at the window's end
 	IdleLog                                   lograte.Window // the server's log lines with the nodes joined and idle
 	Unfinished                                []string       `json:",omitempty"` // pods not running or endpoints not ready in time
+	// Netpol is the NetworkPolicy probe after the window (netpolProbe).
+	Netpol *NetpolProbe `json:",omitempty"`
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -233,7 +235,8 @@ func (r *Result) CSVHeader() []string {
 		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
-		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s"}
+		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s",
+		"netpol_watches", "netpol_isolated_pods", "netpol_rule_nodes", "netpol_events_per_peer_change", "netpol_unread_and_one_peer_events", "netpol_error"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -241,15 +244,26 @@ func (r *Result) CSVRows() [][]string {
 	f := stats.CSVFloat
 	ms := func(d time.Duration) string { return f(float64(d) / float64(time.Millisecond)) }
 	for _, s := range r.Steps {
-		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Watches), fmt.Sprint(s.Pods),
+		rows = append(rows, append([]string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Watches), fmt.Sprint(s.Pods),
 			f(s.Window.Seconds()), fmt.Sprint(s.Held), strings.Join(s.Reasons, "; "),
 			ms(s.PodStartup.P50), ms(s.PodStartup.P90), ms(s.PodStartup.P99), ms(s.Scheduling.P99), f(s.BoundPerSecond), ms(s.EndpointsLag),
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
 			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), fmt.Sprint(s.JoinedNodes), f(totalCores(s.JoinProcesses)), ms(s.JoinCPUPerNode()), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
-			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)})
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)}, netpolColumns(s.Netpol)...))
 	}
 	return rows
+}
+
+// netpolColumns are a step's NetworkPolicy probe in cluster.csv.
+func netpolColumns(p *NetpolProbe) []string {
+	if p == nil {
+		return []string{"", "", "", "", "", ""}
+	}
+	if p.Error != "" {
+		return []string{fmt.Sprint(p.Watches), "", "", "", "", p.Error}
+	}
+	return []string{fmt.Sprint(p.Watches), fmt.Sprint(p.Selected), fmt.Sprint(p.RuleNodes), stats.CSVFloat(p.EventsPerPeerChange()), fmt.Sprint(p.UnreadEvents), ""}
 }
 
 // serverCores is the CPU of the server's whole tree (control plane, its
@@ -323,7 +337,25 @@ func (r *Result) Markdown() string {
 	r.kindsMarkdown(&b)
 	r.queuesMarkdown(&b)
 	r.logMarkdown(&b)
+	r.netpolMarkdown(&b)
 	return b.String()
+}
+
+// netpolMarkdown is each step's NetworkPolicy probe.
+func (r *Result) netpolMarkdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\nNetworkPolicy after each step's window: a policy isolates the pods of the step's first Deployment, allowing its clients; %d pods of the second become clients one at a time (each a change of the policy's peers), then %d pods of the third get a label no policy reads, then one more client (compiled after them). Events: what the simulated nodes' watches of their own rules (one a node) received.\n\n", ProbeChanges, ProbeChanges)
+	b.WriteString("| build | round | nodes | rules watches | isolated pods | nodes with their rules | events a peer change | events: unread changes and one peer change |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Steps {
+		p := s.Netpol
+		if p == nil {
+			continue
+		}
+		if p.Error != "" {
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %s |  |  |  |\n", s.Flavour, s.Round, s.Nodes, p.Watches, p.Error)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.1f | %d |\n", s.Flavour, s.Round, s.Nodes, p.Watches, p.Selected, p.RuleNodes, p.EventsPerPeerChange(), p.UnreadEvents)
+	}
 }
 
 func (r *Result) flavours() []string {
