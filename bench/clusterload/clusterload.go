@@ -101,6 +101,11 @@ type Config struct {
 	// server's own, with its etcds; stock: kube-apiserver's) over the
 	// first JoinProfileWindow of each join burst (JoinProfileArgs).
 	JoinProfile bool `json:",omitempty"`
+	// JoinRate, when set, registers each step's nodes one at a time from
+	// one stream at this many a second, each starting its heartbeats and
+	// watches once created, as a kubelet does; unset, they register at
+	// once from registerWorkers streams (the join burst).
+	JoinRate float64 `json:",omitempty"`
 }
 
 // JoinProfileWindow is how much of a join burst JoinProfile profiles: a
@@ -136,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodesPerConnection < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
+	}
+	if c.JoinRate < 0 {
+		errs = append(errs, fmt.Errorf("--cluster-join-rate %v: want nodes a second above 0, e.g. 25, or 0 for every node at once", c.JoinRate))
 	}
 	errs = append(errs, stats.CheckEach("--cluster-syncs", c.Syncs, func(n int) bool { return n >= 1 },
 		"want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"))
@@ -231,12 +239,8 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if cfg.JoinProfile {
 		profile = profileJoin(ctx, env.Config, filepath.Join(env.ProfileDir, fmt.Sprintf("join-%d.cpu.pprof", r.to)))
 	}
-	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d, their heartbeats and %d watches each", r.to, r.from+1, r.to, len(NodeWatches)))
-	if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
-		return s, err
-	}
-	r.sim.Add(r.to)
-	if err := r.nodes.add(ctx, r.from, r.to); err != nil {
+	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d (%s), their heartbeats and %d watches each", r.to, r.from+1, r.to, joinShape(cfg.JoinRate), len(NodeWatches)))
+	if err := r.join(ctx, client, cfg.JoinRate); err != nil {
 		return s, err
 	}
 	if err := r.nodes.waitSynced(ctx, int64(s.Watches), SyncTimeout); err != nil {
@@ -307,6 +311,48 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 		s.Netpol = probeNetpol(ctx, client, ns, r.nodes, r.to, cfg.Pods/cfg.Replicas, cfg.Replicas)
 	}
 	return s, nil
+}
+
+// joinShape says how a step's nodes register.
+func joinShape(rate float64) string {
+	if rate <= 0 {
+		return fmt.Sprintf("at once, %d streams", registerWorkers)
+	}
+	return fmt.Sprintf("%v a second, one stream", rate)
+}
+
+// join registers nodes r.from to r.to-1 and starts their heartbeats and
+// watches: at once from registerWorkers streams, or with rate one node
+// at a time from one stream at that pace, each node's heartbeats and
+// watches starting once it is created. A create slower than the pace
+// delays the next: the step's join window shows the rate reached.
+func (r stepRun) join(ctx context.Context, client kubernetes.Interface, rate float64) error {
+	if rate <= 0 {
+		if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
+			return err
+		}
+		r.sim.Add(r.to)
+		return r.nodes.add(ctx, r.from, r.to)
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for i := r.from; i < r.to; i++ {
+		if i > r.from {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		if err := leaseflood.RegisterNodes(ctx, client, i, i+1, 1); err != nil {
+			return err
+		}
+		r.sim.Add(i + 1)
+		if err := r.nodes.add(ctx, i, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IdleLogWindow is how long a step counts the server's log lines with its

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"k1m.dev/k1m/bench/apimetrics"
 	"k1m.dev/k1m/bench/cpuprofile"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/lograte"
+	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/stats"
 )
 
@@ -31,11 +35,12 @@ func TestValidateNamesEachFlag(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("Validate(%+v) = %v", good, err)
 	}
-	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0}
+	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0, JoinRate: -1}
 	want := "--cluster-nodes 1000,500: want ascending positive node counts, e.g. 500,1000,2000\n" +
 		"--cluster-pods 25: want a positive multiple of --cluster-replicas (10), e.g. 1000\n" +
 		"--cluster-pace -1: want pods a second above 0, e.g. 20\n" +
-		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50"
+		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50\n" +
+		"--cluster-join-rate -1: want nodes a second above 0, e.g. 25, or 0 for every node at once"
 	if err := bad.Validate(); fmt.Sprint(err) != want {
 		t.Errorf("Validate(%+v) =\n%v\nwant\n%s", bad, err, want)
 	}
@@ -295,5 +300,34 @@ func TestJoinProfileMarkdownNamesTheLargestCostsOrWhyThereIsNone(t *testing.T) {
 		"\nk1m, 1000 nodes, round 1: no join profile: CPU profile from https://[::1]:6443/debug/pprof/profile: 404 Not Found\n"
 	if got := b.String(); got != want {
 		t.Errorf("joinProfileMarkdown =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestJoinAtARateRegistersInOrderAndStartsEachNode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	var created []string
+	client.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		created = append(created, a.(k8stesting.CreateAction).GetObject().(*corev1.Node).Name)
+		return false, nil, nil
+	})
+	sim, err := nodesim.New(&rest.Config{Host: "https://[::1]:1"}, nodesim.Defaults()) // not run: Add only counts
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &fleet{perClient: 100, clients: []kubernetes.Interface{client}, reports: make(chan *corev1.Pod, 1)}
+	r := stepRun{from: 2, to: 5, sim: sim, nodes: nodes}
+	if err := r.join(ctx, client, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"node-0000002", "node-0000003", "node-0000004"}; !slices.Equal(created, want) {
+		t.Errorf("created %v, want %v", created, want)
+	}
+	if got := sim.Stats().Nodes; got != 5 {
+		t.Errorf("simulated heartbeats of %d nodes, want 5", got)
+	}
+	if err := nodes.waitSynced(ctx, 3*int64(len(NodeWatches)), time.Minute); err != nil {
+		t.Errorf("the three nodes' watches: %v", err)
 	}
 }

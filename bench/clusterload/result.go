@@ -430,8 +430,13 @@ func (r *Result) joinMarkdown(b *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n### Registering nodes: the join burst\n\n")
-	b.WriteString("The new nodes created, marked Ready by their Leases and listing what they watch, all at once. CPU: every process of the server's tree over the burst.\n\n")
+	if r.Config.JoinRate > 0 {
+		fmt.Fprintf(b, "\n### Registering nodes: %v a second from one stream\n\n", r.Config.JoinRate)
+		b.WriteString("The new nodes created one at a time, each then marked Ready by its Lease and listing what it watches. CPU: every process of the server's tree from the first create until every new watch had listed.\n\n")
+	} else {
+		b.WriteString("\n### Registering nodes: the join burst\n\n")
+		b.WriteString("The new nodes created, marked Ready by their Leases and listing what they watch, all at once. CPU: every process of the server's tree over the burst.\n\n")
+	}
 	b.WriteString("| build | round | nodes joined (to) | seconds | nodes/s | server cores | CPU per node joined | busiest processes, cores |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range rows {
