@@ -288,6 +288,11 @@ func (rep *Report) writeCSVs() error {
 		if err := writeCSV(filepath.Join(rep.Dir, "cluster-queues.csv"), rep.Cluster.QueueCSV()); err != nil {
 			return err
 		}
+		if storms := rep.Cluster.StormCSV(); len(storms) > 1 {
+			if err := writeCSV(filepath.Join(rep.Dir, "cluster-storm.csv"), storms); err != nil {
+				return err
+			}
+		}
 	}
 	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
 		rows := append([][]string{rep.Proxy.CSVHeader()}, rep.Proxy.CSVRows()...)

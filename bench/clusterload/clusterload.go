@@ -101,6 +101,9 @@ type Config struct {
 	// server's own, with its etcds; stock: kube-apiserver's) over the
 	// first JoinProfileWindow of each join burst (JoinProfileArgs).
 	JoinProfile bool `json:",omitempty"`
+	// Restart, when set, restarts the server under each step's nodes
+	// after the step and measures the reconnect storm (Storm).
+	Restart bool `json:",omitempty"`
 	// JoinRate, when set, registers each step's nodes one at a time from
 	// one stream at this many a second, each starting its heartbeats and
 	// watches once created, as a kubelet does; unset, they register at
@@ -158,6 +161,8 @@ type Env struct {
 	// ProfileDir is where Config.JoinProfile's profiles go.
 	ProfileDir string
 	Progress   func(string)
+	// Restart restarts the server (Config.Restart).
+	Restart Restarter
 }
 
 // Run measures every step of cfg on env's cluster, returning the steps
@@ -194,6 +199,10 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		registered = n
 		if err != nil {
 			return steps, fmt.Errorf("%d nodes: %w", n, err)
+		}
+		if cfg.Restart && len(s.Unfinished) == 0 {
+			env.Progress(fmt.Sprintf("%d nodes: restarting the server under them", n))
+			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
 		}
 		env.Progress(s.Line())
 		steps = append(steps, s)

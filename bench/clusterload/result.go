@@ -58,6 +58,8 @@ type Step struct {
 	Unfinished                                []string       `json:",omitempty"` // pods not running or endpoints not ready in time
 	// Netpol is the NetworkPolicy probe after the window (netpolProbe).
 	Netpol *NetpolProbe `json:",omitempty"`
+	// Storm is the server's restart under the step's nodes (Config.Restart).
+	Storm *Storm `json:",omitempty"`
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -338,7 +340,55 @@ func (r *Result) Markdown() string {
 	r.queuesMarkdown(&b)
 	r.logMarkdown(&b)
 	r.netpolMarkdown(&b)
+	r.stormMarkdown(&b)
 	return b.String()
+}
+
+// stormMarkdown is each step's server restart under its nodes.
+func (r *Result) stormMarkdown(b *strings.Builder) {
+	var rows []Step
+	for _, s := range r.Steps {
+		if s.Storm != nil {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches list again once it answers. Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches))
+	b.WriteString("| build | round | nodes | API ready after | watches back after | relists | objects listed: watch cache / etcd | LIST MiB (largest) | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|---:|\n")
+	for _, s := range rows {
+		st := s.Storm
+		if st.Error != "" {
+			fmt.Fprintf(b, "| %s | %d | %d | %s |  |  |  |  |  |  |  |  |  |  |\n", s.Flavour, s.Round, s.Nodes, st.Error)
+			continue
+		}
+		name, peak := st.peakRSS()
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d | %.0f / %.0f | %.1f (%s) | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
+			s.Flavour, s.Round, s.Nodes, st.Up.Seconds(), st.Back.Seconds(), st.Relists, st.CacheObjects, st.StorageObjects,
+			st.TotalListBytes()/(1<<20), st.largestLists(3), totalCores(st.Processes), st.CPUPerNode(s.Nodes).Round(10*time.Microsecond),
+			name, peak>>20, st.WorstMutating.P99.Round(time.Millisecond), st.WorstMutating.Call, st.LateHeartbeats, st.NotReady)
+	}
+}
+
+// StormCSV is each step's restart (cluster-storm.csv).
+func (r *Result) StormCSV() [][]string {
+	rows := [][]string{{"flavour", "round", "nodes", "up_s", "back_s", "relists", "cache_objects", "storage_objects", "list_mib",
+		"server_cores", "cpu_ms_per_node", "peak_rss_process", "peak_rss_mib", "worst_mutating_call", "worst_mutating_p99_ms", "late_heartbeats", "not_ready", "error"}}
+	f := stats.CSVFloat
+	for _, s := range r.Steps {
+		st := s.Storm
+		if st == nil {
+			continue
+		}
+		name, peak := st.peakRSS()
+		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), f(st.Up.Seconds()), f(st.Back.Seconds()), fmt.Sprint(st.Relists),
+			f(st.CacheObjects), f(st.StorageObjects), f(st.TotalListBytes() / (1 << 20)), f(totalCores(st.Processes)),
+			f(float64(st.CPUPerNode(s.Nodes)) / float64(time.Millisecond)), name, f(float64(peak) / (1 << 20)), st.WorstMutating.Call,
+			f(float64(st.WorstMutating.P99) / float64(time.Millisecond)), fmt.Sprint(st.LateHeartbeats), fmt.Sprint(st.NotReady), st.Error})
+	}
+	return rows
 }
 
 // netpolMarkdown is each step's NetworkPolicy probe.

@@ -38,6 +38,7 @@ type Cluster struct {
 	dataDirs []string // each server's --data-dir
 	logs     []string // each server's log (its whole process tree)
 	hostAddr netip.Addr
+	h        *localcluster.Cluster
 }
 
 // WithCluster brings up the cluster named name (ClusterA or ClusterB):
@@ -155,7 +156,7 @@ func down(ctx context.Context, h *localcluster.Cluster, name string) error {
 
 func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	plan := h.Plan()
-	c := &Cluster{Name: name, hostAddr: plan.Bridge.Addr.Addr()}
+	c := &Cluster{Name: name, hostAddr: plan.Bridge.Addr.Addr(), h: h}
 	for _, s := range plan.Servers {
 		cfg, err := restConfig(s)
 		if err != nil {
@@ -173,6 +174,24 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	}
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
+}
+
+// RestartServer stops server k cleanly (from 1), as a rolling upgrade
+// does, starts it again and returns once its API server is ready, with
+// its new process's PID (ServerPID follows it).
+func (c *Cluster) RestartServer(ctx context.Context, k int) (int, error) {
+	if err := c.h.StopServer(ctx, k); err != nil {
+		return 0, err
+	}
+	if err := c.h.StartServer(ctx, k); err != nil {
+		return 0, err
+	}
+	pid, err := localcluster.ReadPid(c.h.Server(k).PidFile)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.h.Server(k).Label(), err)
+	}
+	c.pids[k-1] = pid
+	return pid, nil
 }
 
 // HostAddr is this machine's address on the nodes' bridge: every node's
