@@ -102,7 +102,10 @@ func (c Config) Validate() error {
 type Env struct {
 	Config   *rest.Config // an admin client of the server's API server
 	DataDir  string       // the server's, for its kubelet serving CA
-	HostAddr netip.Addr   // where the simulated kubelets serve: reachable from the pods
+	// HostAddr is where the simulated kubelets serve, reachable from the
+	// pods; when it is not valid, the server's own node's InternalIP (a
+	// lone server in this machine's network namespace).
+	HostAddr netip.Addr
 	Progress func(string)
 }
 
@@ -122,6 +125,11 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	ms, err := waitReady(ctx, client)
 	if err != nil {
 		return nil, err
+	}
+	if !env.HostAddr.IsValid() {
+		if env.HostAddr, err = serverNodeAddr(ctx, client); err != nil {
+			return nil, err
+		}
 	}
 	cert, err := servingCert(env.DataDir, env.HostAddr)
 	if err != nil {
@@ -190,6 +198,23 @@ func ready(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// serverNodeAddr is the InternalIP of the cluster's one real node.
+func serverNodeAddr(ctx context.Context, client kubernetes.Interface) (netip.Addr, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!" + SimulatedLabel})
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("listing the nodes: %w", err)
+	}
+	if len(nodes.Items) != 1 {
+		return netip.Addr{}, fmt.Errorf("%d nodes before the simulated ones, want the server's own", len(nodes.Items))
+	}
+	for _, a := range nodes.Items[0].Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return netip.ParseAddr(a.Address)
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("node %s has no InternalIP", nodes.Items[0].Name)
 }
 
 // servingCert is a serving certificate for addr signed by the server's
@@ -300,7 +325,8 @@ func metricsAPINodes(ctx context.Context, client kubernetes.Interface) (int, err
 	var list struct {
 		Items []struct{} `json:"items"`
 	}
-	body, err := client.Discovery().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").DoRaw(ctx)
+	// JSON: the client asks for protobuf, which the Metrics API serves.
+	body, err := client.Discovery().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("listing the Metrics API's nodes: %w", err)
 	}

@@ -156,7 +156,10 @@ func down(ctx context.Context, h *localcluster.Cluster, name string) error {
 
 func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	plan := h.Plan()
-	c := &Cluster{Name: name, hostAddr: plan.Bridge.Addr.Addr(), h: h}
+	c := &Cluster{Name: name, h: h}
+	if plan.Servers[0].Netns != "" {
+		c.hostAddr = plan.Bridge.Addr.Addr()
+	}
 	for _, s := range plan.Servers {
 		cfg, err := restConfig(s)
 		if err != nil {
@@ -194,8 +197,10 @@ func (c *Cluster) RestartServer(ctx context.Context, k int) (int, error) {
 	return pid, nil
 }
 
-// HostAddr is this machine's address on the nodes' bridge: every node's
-// gateway, reachable from every node and pod.
+// HostAddr is this machine's address on the nodes' bridge, every node's
+// gateway, reachable from every node and pod; invalid when server 1 runs
+// in the host's own network namespace (a lone server) and there is no
+// bridge.
 func (c *Cluster) HostAddr() netip.Addr { return c.hostAddr }
 
 // LogFile is server k's log, from 1: what the server and every process
