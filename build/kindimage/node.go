@@ -32,7 +32,7 @@ type Node struct {
 	CNI      string // the k1m-cni binary
 	Etcd     string // the etcd binary (v3.5.16)
 	Crictl   string // crictl, for `kind load` and `kind export logs`
-	ImageDir string // pause.tar, coredns.tar, local-path-provisioner.tar and busybox.tar (make images)
+	ImageDir string // pause.tar, coredns.tar, local-path-provisioner.tar, busybox.tar and metrics-server.tar (make images)
 }
 
 // Tag is the image tag kubeadm derives from a version ("+" is not allowed
@@ -55,6 +55,7 @@ func (n Node) inputFiles() map[string]string {
 		"/kind/images/coredns.tar":                filepath.Join(n.ImageDir, "coredns.tar"),
 		"/kind/images/local-path-provisioner.tar": filepath.Join(n.ImageDir, "local-path-provisioner.tar"),
 		"/kind/images/busybox.tar":                filepath.Join(n.ImageDir, "busybox.tar"),
+		"/kind/images/metrics-server.tar":         filepath.Join(n.ImageDir, "metrics-server.tar"),
 		"/kind/images/control-plane.tar":          "", // written by Build
 	}
 }
@@ -108,7 +109,7 @@ func generatedFiles(n Node) []generated {
 	return []generated{
 		{"/kind/version", 0o644, n.Version + "\n"},
 		{"/kind/manifests/default-cni.yaml", 0o644, CNIManifest(CNIRepo + ":" + Tag(n.Version))},
-		{"/kind/manifests/default-storage.yaml", 0o644, StorageManifest()},
+		{"/kind/manifests/default-storage.yaml", 0o644, StorageManifest() + "---\n" + MetricsServerManifest()},
 		{"/kind/k1m/etcd-nofsync.yaml", 0o644, NoFsyncEtcdPod()},
 		{"/etc/systemd/system/k1m-preload-images.service", 0o644, preloadUnit},
 		{"/etc/systemd/system/kubelet.service.d/20-k1m-preload.conf", 0o644, kubeletAfterPreload},

@@ -68,6 +68,7 @@ func TestKindCluster(t *testing.T) {
 	t.Run("ControllerManagerGracePeriod", func(t *testing.T) { testControllerManager(ctx, t, c) })
 	t.Run("PodsOnWorkersServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("PersistentVolumesOnLocalPath", func(t *testing.T) { testPersistentVolumes(ctx, t, c) })
+	t.Run("MetricsAPI", func(t *testing.T) { clustercheck.MetricsAPI(ctx, t, c) })
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("APIServerTuningAndWatchCache", func(t *testing.T) { testAPIServer(ctx, t, c) })
 }
