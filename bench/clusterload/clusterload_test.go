@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -329,5 +332,69 @@ func TestJoinAtARateRegistersInOrderAndStartsEachNode(t *testing.T) {
 	}
 	if err := nodes.waitSynced(ctx, 3*int64(len(NodeWatches)), time.Minute); err != nil {
 		t.Errorf("the three nodes' watches: %v", err)
+	}
+}
+
+// A watch whose call fails (its server gone) comes back from the version
+// it had, without a list, as client-go's reflector does; one whose
+// version is gone (410) lists again. Each counts once as recovered.
+func TestFollowResumesAfterAFailedWatchAndListsOnlyWhenTheVersionIsGone(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		failure             error
+		wantLists, wantBack int64
+	}{
+		{"server gone", errors.New("connection refused"), 1, 1},
+		{"version gone", apierrors.NewResourceExpired("too old resource version"), 2, 1},
+		{"version gone in the stream", nil, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var mu sync.Mutex
+			var lists, watches int
+			var asked []string
+			lw := listWatch{
+				list: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					lists++
+					return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(10 * lists)}}, nil
+				},
+				watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					watches++
+					asked = append(asked, o.ResourceVersion)
+					if watches == 2 && c.failure != nil {
+						return nil, c.failure
+					}
+					w := watch.NewFake()
+					switch watches {
+					case 1:
+						go w.Stop() // the first stream ends: the server went away
+					case 2: // a new server that no longer has the version
+						go func() {
+							w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired})
+							w.Stop()
+						}()
+					}
+					return w, nil
+				},
+			}
+			var f counts
+			go f.follow(ctx, lw, nil)
+			if err := waitListed(ctx, f.recovered.Load, 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitListed(ctx, func() int64 { mu.Lock(); defer mu.Unlock(); return int64(watches) }, 3, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if int64(lists) != c.wantLists || f.recovered.Load() != c.wantBack {
+				t.Errorf("lists %d, recovered %d; want %d and %d (watches asked from %v)", lists, f.recovered.Load(), c.wantLists, c.wantBack, asked)
+			}
+		})
 	}
 }

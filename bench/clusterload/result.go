@@ -355,8 +355,8 @@ func (r *Result) stormMarkdown(b *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches list again once it answers. Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches))
-	b.WriteString("| build | round | nodes | API ready after | watches back after | relists | objects listed: watch cache / etcd | LIST MiB (largest) | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
+	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches come back once it answers, resumed from the version they had or listed again. Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches))
+	b.WriteString("| build | round | nodes | API ready after | watches back after | relisted / resumed | objects listed: watch cache / etcd | LIST MiB (largest) | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|---:|\n")
 	for _, s := range rows {
 		st := s.Storm
@@ -365,8 +365,8 @@ func (r *Result) stormMarkdown(b *strings.Builder) {
 			continue
 		}
 		name, peak := st.peakRSS()
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d | %.0f / %.0f | %.1f (%s) | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
-			s.Flavour, s.Round, s.Nodes, st.Up.Seconds(), st.Back.Seconds(), st.Relists, st.CacheObjects, st.StorageObjects,
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d / %d | %.0f / %.0f | %.1f (%s) | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
+			s.Flavour, s.Round, s.Nodes, st.Up.Seconds(), st.Back.Seconds(), st.Relists, st.Resumed, st.CacheObjects, st.StorageObjects,
 			st.TotalListBytes()/(1<<20), st.largestLists(3), totalCores(st.Processes), st.CPUPerNode(s.Nodes).Round(10*time.Microsecond),
 			name, peak>>20, st.WorstMutating.P99.Round(time.Millisecond), st.WorstMutating.Call, st.LateHeartbeats, st.NotReady)
 	}
@@ -374,7 +374,7 @@ func (r *Result) stormMarkdown(b *strings.Builder) {
 
 // StormCSV is each step's restart (cluster-storm.csv).
 func (r *Result) StormCSV() [][]string {
-	rows := [][]string{{"flavour", "round", "nodes", "up_s", "back_s", "relists", "cache_objects", "storage_objects", "list_mib",
+	rows := [][]string{{"flavour", "round", "nodes", "up_s", "back_s", "relists", "resumed", "cache_objects", "storage_objects", "list_mib",
 		"server_cores", "cpu_ms_per_node", "peak_rss_process", "peak_rss_mib", "worst_mutating_call", "worst_mutating_p99_ms", "late_heartbeats", "not_ready", "error"}}
 	f := stats.CSVFloat
 	for _, s := range r.Steps {
@@ -383,7 +383,7 @@ func (r *Result) StormCSV() [][]string {
 			continue
 		}
 		name, peak := st.peakRSS()
-		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), f(st.Up.Seconds()), f(st.Back.Seconds()), fmt.Sprint(st.Relists),
+		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), f(st.Up.Seconds()), f(st.Back.Seconds()), fmt.Sprint(st.Relists), fmt.Sprint(st.Resumed),
 			f(st.CacheObjects), f(st.StorageObjects), f(st.TotalListBytes() / (1 << 20)), f(totalCores(st.Processes)),
 			f(float64(st.CPUPerNode(s.Nodes)) / float64(time.Millisecond)), name, f(float64(peak) / (1 << 20)), st.WorstMutating.Call,
 			f(float64(st.WorstMutating.P99) / float64(time.Millisecond)), fmt.Sprint(st.LateHeartbeats), fmt.Sprint(st.NotReady), st.Error})

@@ -17,8 +17,10 @@ import (
 
 // A reconnect storm: after a step (with Config.Restart), the server is
 // stopped cleanly and started again, as a rolling upgrade does to each
-// server, under the step's nodes. Every watch of every node ends, and each
-// lists again once the new API server answers, all at once. Its cost is
+// server, under the step's nodes. Every watch of every node ends; each is
+// back once the new API server answers, all at once: resumed from the
+// version it had when the new watch cache still holds it, else listed
+// again (as client-go's reflector does). Its cost is
 // read from the new processes, which live only since the restart: their
 // CPU, their peak resident memory, kube-apiserver's lists (objects
 // returned from the watch cache and from etcd, bytes sent) and its
@@ -34,10 +36,11 @@ const (
 // Storm is what a server restart under a step's nodes cost.
 type Storm struct {
 	Up   time.Duration // from the stop until the restarted API server was ready
-	Back time.Duration // from the stop until every node watch had listed again
-	// Relists are the node watches that listed again (the step's nodes
-	// times len(NodeWatches) when every one came back).
-	Relists int64
+	Back time.Duration // from the stop until every node watch was back
+	// Relists are the node watches' lists after the stop; Resumed the
+	// watches back without one (the step's nodes times len(NodeWatches)
+	// came back in all).
+	Relists, Resumed int64
 	// The restarted API server's lists since it started: objects returned
 	// from the watch cache and from etcd, and LIST bytes sent by resource.
 	CacheObjects, StorageObjects float64
@@ -66,7 +69,7 @@ func restartUnderLoad(ctx context.Context, env *Env, client kubernetes.Interface
 }
 
 func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface, r stepRun) error {
-	relists := r.nodes.relists()
+	relists, recovered := r.nodes.relists(), r.nodes.recovered()
 	heartbeats := r.sim.Stats()
 	start := time.Now()
 	pid, err := env.Restart(ctx)
@@ -76,8 +79,8 @@ func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface,
 	env.ServerPID = pid
 	st.Up = time.Since(start)
 	want := int64(r.to * len(NodeWatches))
-	if err := waitListed(ctx, func() int64 { return r.nodes.relists() - relists }, want, SyncTimeout); err != nil {
-		return fmt.Errorf("the nodes' watches after the restart: %w", err)
+	if err := waitListed(ctx, func() int64 { return r.nodes.recovered() - recovered }, want, SyncTimeout); err != nil {
+		return fmt.Errorf("the nodes' watches back after the restart: %w", err)
 	}
 	st.Back = time.Since(start)
 	// The restarted controller-manager may not serve its metrics yet.
@@ -90,6 +93,7 @@ func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface,
 		return err
 	}
 	st.fill(start, heartbeats, relists, after)
+	st.Resumed = max(0, r.nodes.recovered()-recovered-st.Relists)
 	st.NotReady, err = notReady(ctx, client)
 	return err
 }

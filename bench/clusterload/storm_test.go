@@ -32,8 +32,8 @@ apiserver_response_sizes_count{verb="GET",resource="pods"} 10
 	}
 	start := time.Unix(1_800_000_000, 0)
 	after := reading{at: start.Add(10 * time.Second), metrics: metrics, relists: 1300,
-		members: []proc.Member{{PID: 10, Name: "k1m server", Own: true}, {PID: 11, Name: "containerd"}},
-		usage: map[int]proc.Usage{10: {CPU: 15 * time.Second, RSS: 900 << 20, PeakRSS: 1200 << 20}, 11: {CPU: time.Second, RSS: 50 << 20, PeakRSS: 60 << 20}},
+		members:   []proc.Member{{PID: 10, Name: "k1m server", Own: true}, {PID: 11, Name: "containerd"}},
+		usage:     map[int]proc.Usage{10: {CPU: 15 * time.Second, RSS: 900 << 20, PeakRSS: 1200 << 20}, 11: {CPU: time.Second, RSS: 50 << 20, PeakRSS: 60 << 20}},
 		heartbeat: nodesim.Stats{Late: 250}}
 	var st Storm
 	st.Back = 10 * time.Second

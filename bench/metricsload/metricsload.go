@@ -100,8 +100,8 @@ func (c Config) Validate() error {
 
 // Env is the cluster a run measures.
 type Env struct {
-	Config   *rest.Config // an admin client of the server's API server
-	DataDir  string       // the server's, for its kubelet serving CA
+	Config  *rest.Config // an admin client of the server's API server
+	DataDir string       // the server's, for its kubelet serving CA
 	// HostAddr is where the simulated kubelets serve, reachable from the
 	// pods; when it is not valid, the server's own node's InternalIP (a
 	// lone server in this machine's network namespace).
