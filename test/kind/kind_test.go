@@ -69,6 +69,10 @@ func TestKindCluster(t *testing.T) {
 	t.Run("PodsOnWorkersServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("PersistentVolumesOnLocalPath", func(t *testing.T) { testPersistentVolumes(ctx, t, c) })
 	t.Run("MetricsAPI", func(t *testing.T) { clustercheck.MetricsAPI(ctx, t, c) })
+	t.Run("NetworkPolicyEnforced", func(t *testing.T) {
+		clustercheck.NetworkPolicy(ctx, t, c, clustercheck.Layout{Namespace: namespace + "-netpol", Image: busybox,
+			ClientNode: c.workers[1], BackendNodes: c.workers[:1]})
+	})
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("APIServerTuningAndWatchCache", func(t *testing.T) { testAPIServer(ctx, t, c) })
 }
