@@ -18,7 +18,8 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 	rep.Cluster = &clusterload.Result{Config: o.Cluster}
 	return eachFresh(ctx, o, "cluster", clusterVariants(o), func(c *scaleout.Cluster, flavour string, round int) error {
 		progress := func(line string) { fmt.Fprintf(o.Progress, "  %s, round %d: %s\n", flavour, round, line) }
-		env := clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), ProfileDir: filepath.Dir(c.LogFile(1)), Progress: progress}
+		env := clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), ProfileDir: filepath.Dir(c.LogFile(1)), Progress: progress,
+			Restart: func(ctx context.Context) (int, error) { return c.RestartServer(ctx, 1) }}
 		steps, err := clusterload.Run(ctx, o.Cluster, env)
 		for _, s := range steps {
 			s.Flavour, s.Round = flavour, round

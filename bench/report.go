@@ -22,6 +22,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/metricsload"
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
 	"k1m.dev/k1m/bench/schedule"
@@ -47,6 +48,7 @@ type Report struct {
 	Proxy             *proxymode.Result   `json:",omitempty"`
 	DNS               *dnsload.Result     `json:",omitempty"`
 	Store             *storebytes.Result  `json:",omitempty"`
+	Metrics           *metricsload.Result `json:",omitempty"`
 }
 
 // Machine is what the figures were measured on.
@@ -286,6 +288,11 @@ func (rep *Report) writeCSVs() error {
 		if err := writeCSV(filepath.Join(rep.Dir, "cluster-queues.csv"), rep.Cluster.QueueCSV()); err != nil {
 			return err
 		}
+		if storms := rep.Cluster.StormCSV(); len(storms) > 1 {
+			if err := writeCSV(filepath.Join(rep.Dir, "cluster-storm.csv"), storms); err != nil {
+				return err
+			}
+		}
 	}
 	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
 		rows := append([][]string{rep.Proxy.CSVHeader()}, rep.Proxy.CSVRows()...)
@@ -296,6 +303,12 @@ func (rep *Report) writeCSVs() error {
 	if rep.DNS != nil && len(rep.DNS.Steps) > 0 {
 		rows := append([][]string{rep.DNS.CSVHeader()}, rep.DNS.CSVRows()...)
 		if err := writeCSV(filepath.Join(rep.Dir, "dns.csv"), rows); err != nil {
+			return err
+		}
+	}
+	if rep.Metrics != nil && len(rep.Metrics.Steps) > 0 {
+		rows := append([][]string{rep.Metrics.CSVHeader()}, rep.Metrics.CSVRows()...)
+		if err := writeCSV(filepath.Join(rep.Dir, "metrics.csv"), rows); err != nil {
 			return err
 		}
 	}
@@ -424,6 +437,9 @@ func (rep *Report) Summary() string {
 	}
 	if rep.Store != nil && len(rep.Store.Stores) > 0 {
 		b.WriteString(rep.Store.Markdown())
+	}
+	if rep.Metrics != nil && len(rep.Metrics.Steps) > 0 {
+		b.WriteString(rep.Metrics.Markdown())
 	}
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/metricsload"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/proxymode"
 	"k1m.dev/k1m/bench/scaleout"
@@ -51,6 +52,7 @@ var registry = []Scenario{
 	{"proxy", false, ignoringVariants(runProxy)},
 	{"dns", false, ignoringVariants(runDNS)},
 	{"store", false, ignoringVariants(runStore)},
+	{"metrics", false, ignoringVariants(runMetrics)},
 }
 
 // ignoringVariants adapts a scenario that starts its own control planes.
@@ -131,6 +133,8 @@ type Options struct {
 	DNS dnsload.Config
 	// Store is the store scenario's cluster, workload and sizing.
 	Store storebytes.Config
+	// Metrics is the metrics scenario's node counts and pods.
+	Metrics metricsload.Config
 
 	// Benchplot is the plotting program k1m-build bench-tools builds.
 	Benchplot string

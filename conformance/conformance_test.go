@@ -229,8 +229,8 @@ func TestProgressStatePrintsEachFailureOnceFromTheE2ELog(t *testing.T) {
 
 func TestSpecCountOfANamedSpecModeIsChecked(t *testing.T) {
 	curated := Modes["k1m-curated"]
-	if curated.Specs != len(CuratedFocus) || curated.Specs == 0 {
-		t.Fatalf("k1m-curated expects %d specs, want %d", curated.Specs, len(CuratedFocus))
+	if want := len(CuratedFocus) + len(NetpolFocus); curated.Specs != want || len(NetpolFocus) == 0 {
+		t.Fatalf("k1m-curated expects %d specs, want %d (the curated and the NetworkPolicy specs)", curated.Specs, want)
 	}
 	if err := checkSpecCount(curated, Results{Passed: curated.Specs - 1}); err == nil || !strings.Contains(err.Error(), "no longer matches") {
 		t.Errorf("a curated run one spec short passed the check: %v", err)

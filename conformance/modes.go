@@ -8,6 +8,7 @@ package conformance
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -63,7 +64,7 @@ var Modes = map[string]Mode{
 	"quick":                      {Name: "quick", Focus: "Pods should be submitted and removed", Skip: sonobuoyDefaultSkip, Specs: 1},
 	"non-disruptive-conformance": {Name: "non-disruptive-conformance", Focus: `\[Conformance\]`, Skip: sonobuoyDefaultSkip},
 	"certified-conformance":      {Name: "certified-conformance", Focus: `\[Conformance\]`},
-	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip, Specs: len(CuratedFocus)},
+	"k1m-curated":                {Name: "k1m-curated", Focus: curatedRegexp(), Skip: sonobuoyDefaultSkip, Specs: len(CuratedFocus) + len(NetpolFocus)},
 	// The upstream NetworkPolicy specs (docs/components.md), but those
 	// sending SCTP: k1m's nodes run no SCTP module.
 	"netpol":         {Name: "netpol", Focus: `\[sig-network\] Netpol`, Skip: sonobuoyDefaultSkip + `|\[Feature:SCTPConnectivity\]`},
@@ -87,7 +88,9 @@ func quoteAll(names []string) string {
 	return strings.Join(quoted, "|")
 }
 
-func curatedRegexp() string { return quoteAll(CuratedFocus) }
+// curatedRegexp is k1m-curated's focus: CuratedFocus and NetpolFocus, so
+// that make test's one curated run also enforces NetworkPolicy.
+func curatedRegexp() string { return quoteAll(append(slices.Clone(CuratedFocus), NetpolFocus...)) }
 
 // regexpQuote escapes what ginkgo's regexp would read specially; spec
 // names use only parentheses, brackets and dots of those.

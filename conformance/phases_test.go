@@ -42,6 +42,7 @@ func TestParallelCuratedRunsItsSerialSpecInTheSerialPhase(t *testing.T) {
 	phases := m.Phases()
 	daemonSet := "[sig-apps] Daemon set [Serial] should run and stop simple daemon [Conformance]"
 	lease := "[sig-node] Lease lease API should be available [Conformance]"
+	denyIngress := "[sig-network] Netpol NetworkPolicy between server and client should support a 'default-deny-ingress' policy [Feature:NetworkPolicy]"
 	if len(phases) != 2 {
 		t.Fatalf("phases = %+v, want two", phases)
 	}
@@ -50,6 +51,9 @@ func TestParallelCuratedRunsItsSerialSpecInTheSerialPhase(t *testing.T) {
 	}
 	if !selects(t, phases[0].Mode, lease) || selects(t, phases[1].Mode, lease) {
 		t.Errorf("a curated spec without [Serial] must run in the parallel phase only: %+v", phases)
+	}
+	if !selects(t, phases[0].Mode, denyIngress) || selects(t, phases[1].Mode, denyIngress) {
+		t.Errorf("a curated NetworkPolicy spec must run in the parallel phase only: %+v", phases)
 	}
 	_, _, _, _, pod := RunSpec{Mode: phases[1].Mode}.objects()
 	for _, e := range pod.Spec.Containers[0].Env {

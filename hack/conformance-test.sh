@@ -3,7 +3,8 @@
 # etcds, leader-elected controllers) and 2 agents, the conformance images
 # imported into every node, the nodes spread over 3 zones, then k1m's
 # curated specs (leases, node lifecycle, events, watch
-# and list, Services over IPv6, DNS, a DaemonSet) in a parallel run, then a
+# and list, Services over IPv6, DNS, a DaemonSet, four NetworkPolicy specs)
+# in a parallel run, then a
 # replicated database on persistent volumes, one replica per zone
 # (test/database), then the cluster is taken down.
 # Thin glue around hack/cluster.sh (which runs test/cmd/k1m-cluster) and
@@ -34,7 +35,7 @@ run() {
 # Sonobuoy's quick mode (one spec) is left to make kind-conformance and
 # runs by hand: the curated run goes through the same runner and layout.
 # Parallel: its [Serial] DaemonSet spec goes through the second phase.
-run --mode k1m-curated --parallel --procs 2
+run --mode k1m-curated --parallel --procs 3
 # go test runs in the package's directory: the harness's paths absolute.
 K1M=$(realpath "$K1M") CLUSTER_DIR=$(realpath "$CLUSTER_DIR") IMAGES_DIR=$(realpath "$IMAGES_DIR") K1M_DATABASE_TEST=1 \
   ${GO:-go} run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/database/

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -50,6 +51,12 @@ type Values struct {
 	// KubeletServingCA (PEM) the CA it checks kubelets' serving
 	// certificates with.
 	MetricsServerImage, MetricsServerCPU, MetricsServerMemory, KubeletServingCA string
+	// KubeletInsecureTLS has metrics-server take kubelets' serving
+	// certificates unchecked, KubeletServingCA unused: for the kind node
+	// image alone, whose kubeadm kubelets serve self-signed certificates
+	// (as metrics-server's manifests for kind do). k1m server never sets
+	// it.
+	KubeletInsecureTLS bool
 	// Disabled are packaged components (constants.Components) to leave
 	// out: Apply deletes what of them an earlier start applied.
 	Disabled []string
@@ -112,6 +119,9 @@ func Component(name string, v Values) ([]byte, error) {
 	file := componentFiles[name]
 	if file == "" {
 		return nil, fmt.Errorf("manifests: no packaged component %q (want one of %v)", name, constants.Components)
+	}
+	if name == constants.ComponentMetricsServer && v.KubeletServingCA == "" && !v.KubeletInsecureTLS {
+		return nil, errors.New("manifests: metrics-server needs KubeletServingCA, or KubeletInsecureTLS where kubelets serve self-signed certificates")
 	}
 	return execute(file, v)
 }

@@ -22,6 +22,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // values fills every value.
@@ -308,5 +310,44 @@ func TestApplyNeverWaitsOnItsRateLimit(t *testing.T) {
 	}
 	if caller.QPS != 5 || caller.Burst != 10 {
 		t.Errorf("the caller's config changed: QPS %v, burst %d", caller.QPS, caller.Burst)
+	}
+}
+
+// The kind node image's metrics-server takes the kubelets' self-signed
+// certificates unchecked: no CA ConfigMap, no CA volume, the flag instead.
+// A metrics-server with neither a CA nor that choice is refused.
+func TestMetricsServerForKindTakesKubeletCertificatesUnchecked(t *testing.T) {
+	v := Values{MetricsServerImage: "registry.k8s.io/metrics-server/metrics-server:v0.8.0", MetricsServerCPU: "100m", MetricsServerMemory: "200Mi", KubeletInsecureTLS: true}
+	if _, err := Component(constants.ComponentMetricsServer, v); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Render("metrics-server.yaml", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			t.Errorf("ConfigMap %s rendered, want none", o.GetName())
+		}
+	}
+	var deploy appsv1.Deployment
+	into(t, find(t, objs, "Deployment", "metrics-server"), &deploy)
+	pod := deploy.Spec.Template.Spec
+	wantArgs := []string{"--cert-dir=/tmp", "--bind-address=::", "--secure-port=10250", "--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-use-node-status-port", "--kubelet-insecure-tls", "--metric-resolution=15s"}
+	if !slices.Equal(pod.Containers[0].Args, wantArgs) {
+		t.Errorf("args %q, want %q", pod.Containers[0].Args, wantArgs)
+	}
+	var volumes []string
+	for _, vol := range pod.Volumes {
+		volumes = append(volumes, vol.Name)
+	}
+	if !slices.Equal(volumes, []string{"tmp-dir"}) {
+		t.Errorf("volumes %v, want [tmp-dir]", volumes)
+	}
+	v.KubeletInsecureTLS = false
+	if _, err := Component(constants.ComponentMetricsServer, v); err == nil ||
+		err.Error() != "manifests: metrics-server needs KubeletServingCA, or KubeletInsecureTLS where kubelets serve self-signed certificates" {
+		t.Errorf("neither a CA nor unchecked certificates: %v", err)
 	}
 }

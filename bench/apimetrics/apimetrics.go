@@ -211,6 +211,33 @@ func (s Snapshot) Histogram(name string) []stats.Bucket {
 	return buckets(sums)
 }
 
+// HistogramSum is the sum of the observations of histogram family name,
+// every series summed (0 when it is absent).
+func (s Snapshot) HistogramSum(name string) float64 {
+	total := 0.0
+	for _, m := range s[name].GetMetric() {
+		total += m.GetHistogram().GetSampleSum()
+	}
+	return total
+}
+
+// HistogramSumsWhere sums the observations of histogram family name's
+// series whose labels hold every pair of where, per value of label by
+// (e.g. apiserver_response_sizes of verb LIST per resource).
+func (s Snapshot) HistogramSumsWhere(name, by string, where map[string]string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range s[name].GetMetric() {
+		matches := true
+		for k, v := range where {
+			matches = matches && label(m, k) == v
+		}
+		if matches {
+			out[label(m, by)] += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return out
+}
+
 // Sum is the sum of family name's series (counters and gauges), 0 when
 // it is absent.
 func (s Snapshot) Sum(name string) float64 {

@@ -18,6 +18,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/metricsload"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/proxymode"
@@ -175,7 +176,7 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		{"node steps without the node ramp", func(o *RunOptions) { o.NodeSteps, o.Scenarios = "x", "etcd" },
 			`--node-steps "x": want ascending positive node counts, e.g. 2000,5000,10000`},
 		{"unknown scenario", func(o *RunOptions) { o.Scenarios = "lease,kwok" },
-			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy,dns,store`},
+			`--scenarios: unknown scenario "kwok", want some of lease,etcd,nodes,watchcache,scaleout,deployed,joins,schedule,cluster,proxy,dns,store,metrics`},
 		{"long renew too long", func(o *RunOptions) { o.LongRenew = 10 * time.Minute },
 			"--long-renew 10m0s: want whole seconds from 1s to " + config.MaxRenewInterval.String() + ", e.g. 40s"},
 		{"long renew not whole seconds", func(o *RunOptions) { o.LongRenew = 1500 * time.Millisecond },
@@ -246,6 +247,12 @@ func TestRunOptionsValidateNamesEachFlagAndItsValidForm(t *testing.T) {
 		}, missingBuilds("store") + "\n" +
 			"--store-pods-per-deployment 7: want a divisor of the workload's 30 pods (nodes x --store-pods-per-node), e.g. 10\n" +
 			"--store-idle 1s: want at least 10s, e.g. 5m0s"},
+		{"metrics", func(o *RunOptions) {
+			o.Scenarios, o.MetricsNodes, o.Metrics.PodsPerNode, o.Metrics.Periods = "metrics", "1000,20000", 0, 0
+			withoutBuilds(o)
+		}, missingBuilds("metrics") + "\n" +
+			"--metrics-nodes up to 20000: want at most 12768, one kubelet port a node from 20000 below the ephemeral ports\n" +
+			"--metrics-pods-per-node 0: want at least 1, e.g. 30\n--metrics-periods 0: want at least 1 resolution (15s), e.g. 4"},
 		{"valid", func(o *RunOptions) {}, ""},
 	}
 	for _, tc := range cases {
@@ -270,6 +277,7 @@ func withLocalClusterDefaults(want *bench.Options, o RunOptions) {
 	want.DNS = dnsload.Config{Rates: []int{1000, 2000, 5000, 10000, 20000, 40000}, Window: 10 * time.Second, Sockets: 16}
 	want.Store = storebytes.Config{Agents: 2, PodsPerNode: 10, PodsPerDeployment: 10, Idle: 5 * time.Minute,
 		SizingPodsPerNode: 30, SizingNodes: []int{1000, 10000, 100000}}
+	want.Metrics = metricsload.Config{Steps: []int{1000, 2000, 4000}, PodsPerNode: 30, Periods: 4}
 }
 
 // withoutBuilds points the deployed scenarios' builds and images nowhere.

@@ -18,6 +18,7 @@ import (
 	"k1m.dev/k1m/bench/etcdflood"
 	"k1m.dev/k1m/bench/joins"
 	"k1m.dev/k1m/bench/leaseflood"
+	"k1m.dev/k1m/bench/metricsload"
 	"k1m.dev/k1m/bench/noderamp"
 	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/proxymode"
@@ -117,6 +118,10 @@ type RunOptions struct {
 	// Store holds --store-agents, --store-pods-per-node,
 	// --store-pods-per-deployment and --store-idle (the k1m build's k1m).
 	Store storebytes.Config
+	// MetricsNodes, Metrics hold --metrics-nodes (comma-separated),
+	// --metrics-pods-per-node and --metrics-periods (the k1m build's k1m).
+	MetricsNodes string
+	Metrics      metricsload.Config
 }
 
 // DefaultRunOptions are the flags' defaults.
@@ -145,6 +150,8 @@ func DefaultRunOptions() RunOptions {
 		DNS:           dnsload.Config{Window: dnsload.DefaultWindow, Sockets: dnsload.DefaultSockets},
 		Store: storebytes.Config{Agents: storebytes.DefaultAgents, PodsPerNode: storebytes.DefaultPodsPerNode, PodsPerDeployment: storebytes.DefaultPodsPerDeployment,
 			Idle: storebytes.DefaultIdle, SizingPodsPerNode: storebytes.DefaultSizingPodsPerNode, SizingNodes: storebytes.DefaultSizingNodes},
+		MetricsNodes: counts(metricsload.DefaultSteps),
+		Metrics:      metricsload.Config{PodsPerNode: metricsload.DefaultPodsPerNode, Periods: metricsload.DefaultPeriods},
 	}
 }
 
@@ -157,7 +164,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Ablation, "ablation", o.Ablation, "lease flood also on stock plus each k1m change alone")
 	fs.BoolVar(&o.CPUProfiles, "cpu-profiles", o.CPUProfiles, "CPU-profile kube-apiserver and etcd over each lease flood's window (runs/*/*.cpu.pprof) and break the CPU down in the summary")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "alternating rounds per variant (bench profile's default)")
-	fs.Func("server-arg", "joins, schedule, cluster, proxy, dns: one more `k1m server` flag for every server they bring up (repeatable), e.g. --server-arg=--kube-scheduler-arg=profiling=true", func(v string) error {
+	fs.Func("server-arg", "joins, schedule, cluster, proxy, dns, store, metrics: one more `k1m server` flag for every server they bring up (repeatable), e.g. --server-arg=--kube-scheduler-arg=profiling=true", func(v string) error {
 		if !strings.HasPrefix(v, "--") {
 			return fmt.Errorf("want a `k1m server` flag starting with --, e.g. --kube-scheduler-arg=profiling=true")
 		}
@@ -201,7 +208,12 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Store.PodsPerNode, "store-pods-per-node", o.Store.PodsPerNode, "store: pause pods a node runs")
 	fs.IntVar(&o.Store.PodsPerDeployment, "store-pods-per-deployment", o.Store.PodsPerDeployment, "store: pods per Deployment (each with a Service)")
 	fs.DurationVar(&o.Store.Idle, "store-idle", o.Store.Idle, "store: how long the revisions written at rest are counted")
+	fs.StringVar(&o.MetricsNodes, "metrics-nodes", o.MetricsNodes, "metrics: the simulated node counts, ascending, comma-separated")
+	fs.IntVar(&o.Metrics.PodsPerNode, "metrics-pods-per-node", o.Metrics.PodsPerNode, "metrics: pods each simulated kubelet reports")
+	fs.IntVar(&o.Metrics.Periods, "metrics-periods", o.Metrics.Periods, fmt.Sprintf("metrics: each node count's window, in metrics-server resolutions (%v)", metricsload.Resolution))
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
+	fs.BoolVar(&o.Cluster.Restart, "cluster-restart", o.Cluster.Restart, "cluster: after each node count, restart the server under its nodes and measure the reconnect storm")
+	fs.Float64Var(&o.Cluster.JoinRate, "cluster-join-rate", o.Cluster.JoinRate, "cluster: register each step's nodes one at a time from one stream at this many a second (0: all at once from 50 streams)")
 	fs.BoolVar(&o.Cluster.JoinProfile, "cluster-join-profile", o.Cluster.JoinProfile, fmt.Sprintf("cluster: CPU-profile each server's API server process over the first %v of each join burst (turns kube-apiserver's profiling on)", clusterload.JoinProfileWindow))
 	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
@@ -302,7 +314,7 @@ func (o RunOptions) Complete() (bench.Options, error) {
 func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c := bench.Options{Results: o.Results, BuildOut: o.BuildOut, Rounds: p.Rounds, ServerArgs: o.ServerArgs, Ablation: o.Ablation, CPUProfiles: o.CPUProfiles,
 		Lease: p.Lease, Etcd: p.Etcd, Nodes: nodeRamp(p, o.SimulatorCPU), LongRenew: o.LongRenew,
-		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS, Store: o.Store,
+		WatchBenchtime: p.WatchBenchtime, WatchCount: p.WatchCount, ScaleOut: o.ScaleOut, Deployed: o.Deployed, Joins: o.Joins, Schedule: o.Schedule, Cluster: o.Cluster, Proxy: o.Proxy, DNS: o.DNS, Store: o.Store, Metrics: o.Metrics,
 		Benchplot: o.Benchplot, Progress: os.Stdout}
 	override(&c.Rounds, o.Rounds)
 	override(&c.Lease.Leases, o.Leases)
@@ -336,6 +348,7 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	}
 	c.Proxy.Steps = parseCounts(o.ProxyServices)
 	c.DNS.Rates = parseCounts(o.DNSRates)
+	c.Metrics.Steps = parseCounts(o.MetricsNodes)
 	return c
 }
 
@@ -410,7 +423,7 @@ func checkScaleOut(o bench.Options) error {
 // clusters), and the joins' size.
 func checkDeployed(o bench.Options) error {
 	var errs []error
-	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy", "dns", "store"} {
+	for _, s := range []string{"deployed", "joins", "schedule", "cluster", "proxy", "dns", "store", "metrics"} {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}
@@ -438,6 +451,9 @@ func checkDeployed(o bench.Options) error {
 	}
 	if slices.Contains(o.Scenarios, "store") {
 		errs = append(errs, o.Store.Validate())
+	}
+	if slices.Contains(o.Scenarios, "metrics") {
+		errs = append(errs, o.Metrics.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -101,6 +101,14 @@ type Config struct {
 	// server's own, with its etcds; stock: kube-apiserver's) over the
 	// first JoinProfileWindow of each join burst (JoinProfileArgs).
 	JoinProfile bool `json:",omitempty"`
+	// Restart, when set, restarts the server under each step's nodes
+	// after the step and measures the reconnect storm (Storm).
+	Restart bool `json:",omitempty"`
+	// JoinRate, when set, registers each step's nodes one at a time from
+	// one stream at this many a second, each starting its heartbeats and
+	// watches once created, as a kubelet does; unset, they register at
+	// once from registerWorkers streams (the join burst).
+	JoinRate float64 `json:",omitempty"`
 }
 
 // JoinProfileWindow is how much of a join burst JoinProfile profiles: a
@@ -137,6 +145,9 @@ func (c Config) Validate() error {
 	if c.NodesPerConnection < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
 	}
+	if c.JoinRate < 0 {
+		errs = append(errs, fmt.Errorf("--cluster-join-rate %v: want nodes a second above 0, e.g. 25, or 0 for every node at once", c.JoinRate))
+	}
 	errs = append(errs, stats.CheckEach("--cluster-syncs", c.Syncs, func(n int) bool { return n >= 1 },
 		"want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"))
 	return errors.Join(errs...)
@@ -150,6 +161,8 @@ type Env struct {
 	// ProfileDir is where Config.JoinProfile's profiles go.
 	ProfileDir string
 	Progress   func(string)
+	// Restart restarts the server (Config.Restart).
+	Restart Restarter
 }
 
 // Run measures every step of cfg on env's cluster, returning the steps
@@ -186,6 +199,10 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		registered = n
 		if err != nil {
 			return steps, fmt.Errorf("%d nodes: %w", n, err)
+		}
+		if cfg.Restart && len(s.Unfinished) == 0 {
+			env.Progress(fmt.Sprintf("%d nodes: restarting the server under them", n))
+			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
 		}
 		env.Progress(s.Line())
 		steps = append(steps, s)
@@ -231,12 +248,8 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if cfg.JoinProfile {
 		profile = profileJoin(ctx, env.Config, filepath.Join(env.ProfileDir, fmt.Sprintf("join-%d.cpu.pprof", r.to)))
 	}
-	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d, their heartbeats and %d watches each", r.to, r.from+1, r.to, len(NodeWatches)))
-	if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
-		return s, err
-	}
-	r.sim.Add(r.to)
-	if err := r.nodes.add(ctx, r.from, r.to); err != nil {
+	env.Progress(fmt.Sprintf("%d nodes: registering %d to %d (%s), their heartbeats and %d watches each", r.to, r.from+1, r.to, joinShape(cfg.JoinRate), len(NodeWatches)))
+	if err := r.join(ctx, client, cfg.JoinRate); err != nil {
 		return s, err
 	}
 	if err := r.nodes.waitSynced(ctx, int64(s.Watches), SyncTimeout); err != nil {
@@ -302,7 +315,53 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 		return s, err
 	}
 	s.judge(unfinished)
+	if len(unfinished) == 0 {
+		env.Progress(fmt.Sprintf("%d nodes: NetworkPolicy probe", r.to))
+		s.Netpol = probeNetpol(ctx, client, ns, r.nodes, r.to, cfg.Pods/cfg.Replicas, cfg.Replicas)
+	}
 	return s, nil
+}
+
+// joinShape says how a step's nodes register.
+func joinShape(rate float64) string {
+	if rate <= 0 {
+		return fmt.Sprintf("at once, %d streams", registerWorkers)
+	}
+	return fmt.Sprintf("%v a second, one stream", rate)
+}
+
+// join registers nodes r.from to r.to-1 and starts their heartbeats and
+// watches: at once from registerWorkers streams, or with rate one node
+// at a time from one stream at that pace, each node's heartbeats and
+// watches starting once it is created. A create slower than the pace
+// delays the next: the step's join window shows the rate reached.
+func (r stepRun) join(ctx context.Context, client kubernetes.Interface, rate float64) error {
+	if rate <= 0 {
+		if err := leaseflood.RegisterNodes(ctx, client, r.from, r.to, registerWorkers); err != nil {
+			return err
+		}
+		r.sim.Add(r.to)
+		return r.nodes.add(ctx, r.from, r.to)
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for i := r.from; i < r.to; i++ {
+		if i > r.from {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		if err := leaseflood.RegisterNodes(ctx, client, i, i+1, 1); err != nil {
+			return err
+		}
+		r.sim.Add(i + 1)
+		if err := r.nodes.add(ctx, i, i+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // IdleLogWindow is how long a step counts the server's log lines with its
@@ -356,10 +415,19 @@ func notReady(ctx context.Context, client kubernetes.Interface) (int, error) {
 
 // waitSynced waits until want watches have listed once.
 func (f *counts) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+	return waitListed(ctx, f.synced.Load, want, timeout)
+}
+
+// waitSynced waits until want of the nodes' watches have listed once.
+func (f *fleet) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
+	return waitListed(ctx, f.synced, want, timeout)
+}
+
+func waitListed(ctx context.Context, synced func() int64, want int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for f.synced.Load() < want {
+	for synced() < want {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d watches listed after %v", f.synced.Load(), want, timeout)
+			return fmt.Errorf("%d of %d watches listed after %v", synced(), want, timeout)
 		}
 		if err := clock.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
@@ -400,7 +468,7 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 		return reading{}, err
 	}
 	return reading{at: time.Now(), metrics: m, controllers: controllers, members: members, usage: deployed.ReadAll(members), self: self,
-		heartbeat: r.sim.Stats(), events: r.nodes.events.Load(), relists: r.nodes.relists.Load(), reports: r.nodes.reportErrors.Load()}, nil
+		heartbeat: r.sim.Stats(), events: r.nodes.events(), relists: r.nodes.relists(), reports: r.nodes.reportErrors.Load()}, nil
 }
 
 // JoinProfile is a CPU profile of the process that serves the API over

@@ -4,25 +4,32 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"k1m.dev/k1m/bench/apimetrics"
 	"k1m.dev/k1m/bench/cpuprofile"
 	"k1m.dev/k1m/bench/deployed"
 	"k1m.dev/k1m/bench/lograte"
+	"k1m.dev/k1m/bench/nodesim"
 	"k1m.dev/k1m/bench/stats"
 )
 
@@ -31,11 +38,12 @@ func TestValidateNamesEachFlag(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("Validate(%+v) = %v", good, err)
 	}
-	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0}
+	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0, JoinRate: -1}
 	want := "--cluster-nodes 1000,500: want ascending positive node counts, e.g. 500,1000,2000\n" +
 		"--cluster-pods 25: want a positive multiple of --cluster-replicas (10), e.g. 1000\n" +
 		"--cluster-pace -1: want pods a second above 0, e.g. 20\n" +
-		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50"
+		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50\n" +
+		"--cluster-join-rate -1: want nodes a second above 0, e.g. 25, or 0 for every node at once"
 	if err := bad.Validate(); fmt.Sprint(err) != want {
 		t.Errorf("Validate(%+v) =\n%v\nwant\n%s", bad, err, want)
 	}
@@ -71,12 +79,16 @@ func TestNodeWatchesAskForWhatTheirComponentsAskFor(t *testing.T) {
 		{"configmaps", "k1m-pod-routes", "k1m.dev/pod-route", ""},
 		{"configmaps", "kube-public", "", "metadata.name=k1m-cluster"},
 		{"endpointslices", "default", "kubernetes.io/service-name=kubernetes", ""},
+		{"configmaps", "k1m-netpol", "", "metadata.name=node-0000007"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lists asked\n%v\nwant\n%v", got, want)
 	}
 	if NodeWatches[podWatch].What != "its pods" {
 		t.Errorf("podWatch is %q, want the kubelet's watch of its pods", NodeWatches[podWatch].What)
+	}
+	if NodeWatches[rulesWatch].What != "its NetworkPolicy rules" {
+		t.Errorf("rulesWatch is %q, want the k1m agent's watch of its NetworkPolicy rules", NodeWatches[rulesWatch].What)
 	}
 }
 
@@ -291,5 +303,98 @@ func TestJoinProfileMarkdownNamesTheLargestCostsOrWhyThereIsNone(t *testing.T) {
 		"\nk1m, 1000 nodes, round 1: no join profile: CPU profile from https://[::1]:6443/debug/pprof/profile: 404 Not Found\n"
 	if got := b.String(); got != want {
 		t.Errorf("joinProfileMarkdown =\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestJoinAtARateRegistersInOrderAndStartsEachNode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	var created []string
+	client.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		created = append(created, a.(k8stesting.CreateAction).GetObject().(*corev1.Node).Name)
+		return false, nil, nil
+	})
+	sim, err := nodesim.New(&rest.Config{Host: "https://[::1]:1"}, nodesim.Defaults()) // not run: Add only counts
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &fleet{perClient: 100, clients: []kubernetes.Interface{client}, reports: make(chan *corev1.Pod, 1)}
+	r := stepRun{from: 2, to: 5, sim: sim, nodes: nodes}
+	if err := r.join(ctx, client, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"node-0000002", "node-0000003", "node-0000004"}; !slices.Equal(created, want) {
+		t.Errorf("created %v, want %v", created, want)
+	}
+	if got := sim.Stats().Nodes; got != 5 {
+		t.Errorf("simulated heartbeats of %d nodes, want 5", got)
+	}
+	if err := nodes.waitSynced(ctx, 3*int64(len(NodeWatches)), time.Minute); err != nil {
+		t.Errorf("the three nodes' watches: %v", err)
+	}
+}
+
+// A watch whose call fails (its server gone) comes back from the version
+// it had, without a list, as client-go's reflector does; one whose
+// version is gone (410) lists again. Each counts once as recovered.
+func TestFollowResumesAfterAFailedWatchAndListsOnlyWhenTheVersionIsGone(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		failure             error
+		wantLists, wantBack int64
+	}{
+		{"server gone", errors.New("connection refused"), 1, 1},
+		{"version gone", apierrors.NewResourceExpired("too old resource version"), 2, 1},
+		{"version gone in the stream", nil, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var mu sync.Mutex
+			var lists, watches int
+			var asked []string
+			lw := listWatch{
+				list: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					lists++
+					return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(10 * lists)}}, nil
+				},
+				watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					watches++
+					asked = append(asked, o.ResourceVersion)
+					if watches == 2 && c.failure != nil {
+						return nil, c.failure
+					}
+					w := watch.NewFake()
+					switch watches {
+					case 1:
+						go w.Stop() // the first stream ends: the server went away
+					case 2: // a new server that no longer has the version
+						go func() {
+							w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired})
+							w.Stop()
+						}()
+					}
+					return w, nil
+				},
+			}
+			var f counts
+			go f.follow(ctx, lw, nil)
+			if err := waitListed(ctx, f.recovered.Load, 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitListed(ctx, func() int64 { mu.Lock(); defer mu.Unlock(); return int64(watches) }, 3, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if int64(lists) != c.wantLists || f.recovered.Load() != c.wantBack {
+				t.Errorf("lists %d, recovered %d; want %d and %d (watches asked from %v)", lists, f.recovered.Load(), c.wantLists, c.wantBack, asked)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"k1m.dev/k1m/bench/leaseflood"
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/netpol"
 	"k1m.dev/k1m/pkg/podnet"
 )
 
@@ -122,11 +123,19 @@ var NodeWatches = []nodeWatch{
 	{"k1m agent", "the API servers' EndpointSlices", func(c kubernetes.Interface, _ string) listWatch {
 		return endpointSlices(c, metav1.NamespaceDefault, "kubernetes.io/service-name=kubernetes")
 	}},
+	{"k1m agent", "its NetworkPolicy rules", func(c kubernetes.Interface, node string) listWatch {
+		cm := c.CoreV1().ConfigMaps(netpol.Namespace)
+		return tweaked(byName(node), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cm.List(ctx, o) }, cm.Watch)
+	}},
 }
 
 // podWatch is the index in NodeWatches of the kubelet's watch of its pods,
 // which also drives the simulated kubelet.
 const podWatch = 1
+
+// rulesWatch is the index in NodeWatches of the k1m agent's watch of its
+// NetworkPolicy rules, whose events the fleet counts apart (netpolProbe).
+const rulesWatch = 12
 
 // Watch timeouts as client-go's reflector asks for them: 5 to 10 minutes,
 // then it watches again from where it was.
@@ -139,7 +148,8 @@ type fleet struct {
 	perClient    int
 	clients      []kubernetes.Interface
 	reporter     kubernetes.Interface // the pod status reports' client
-	counts                            // of the nodes' watches
+	counts                            // of the nodes' watches but rulesWatch
+	rules        counts               // of the nodes' rulesWatch watches
 	reports      chan *corev1.Pod
 	reported     sync.Map // pod UID -> struct{}: reported Running once
 	reportErrors atomic.Int64
@@ -196,32 +206,49 @@ func (f *fleet) add(ctx context.Context, from, to int) error {
 			if k == podWatch {
 				onEvent = func(ev watch.Event) { f.onPod(name, ev) }
 			}
-			go f.follow(ctx, w.open(c, name), onEvent)
+			counted := &f.counts
+			if k == rulesWatch {
+				counted = &f.rules
+			}
+			go counted.follow(ctx, w.open(c, name), onEvent)
 		}
 	}
 	return nil
 }
+
+// synced, events, relists and recovered are the counts of every node
+// watch.
+func (f *fleet) synced() int64    { return f.counts.synced.Load() + f.rules.synced.Load() }
+func (f *fleet) events() int64    { return f.counts.events.Load() + f.rules.events.Load() }
+func (f *fleet) relists() int64   { return f.counts.relists.Load() + f.rules.relists.Load() }
+func (f *fleet) recovered() int64 { return f.counts.recovered.Load() + f.rules.recovered.Load() }
 
 // counts are what a set of followed watches did.
 type counts struct {
 	synced  atomic.Int64 // watches that have listed once
 	events  atomic.Int64 // events received
 	relists atomic.Int64
+	// recovered counts a watch's first successful list or watch call
+	// after a failed one: it is back after its server went away, by a
+	// relist or by resuming from the version it had.
+	recovered atomic.Int64
 }
 
 // follow lists, then watches from the list's version, watching again
-// from the last version seen when a watch ends and listing again when
-// that version is gone, as client-go's reflector does, until ctx ends.
-// Objects are decoded and counted, not kept: only onEvent (when set)
-// sees them.
+// from the last version seen when a watch ends or its call fails, and
+// listing again only when that version is gone, as client-go's reflector
+// does, until ctx ends. Objects are decoded and counted, not kept: only
+// onEvent (when set) sees them.
 func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
-	first := true
+	first, down := true, false
 	for ctx.Err() == nil {
 		list, err := lw.list(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
+			down = true
 			sleepJittered(ctx, time.Second)
 			continue
 		}
+		f.up(&down)
 		if first {
 			f.synced.Add(1)
 			first = false
@@ -235,22 +262,46 @@ func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Ev
 				onEvent(watch.Event{Type: watch.Added, Object: o})
 			}
 		}
-		f.watchFrom(ctx, lw, listed.GetResourceVersion(), onEvent)
+		f.watchFrom(ctx, lw, listed.GetResourceVersion(), onEvent, &down)
 	}
 }
 
-// watchFrom watches from rv until the version is gone or a call fails.
-func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event)) {
+// up counts a watch back after a failure.
+func (f *counts) up(down *bool) {
+	if *down {
+		f.recovered.Add(1)
+		*down = false
+	}
+}
+
+// watchFrom watches from rv until the version is gone. A failed watch
+// call is tried again from rv after a jittered second (the reflector's
+// backoff starts at 800 ms): the version is likely still there.
+func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event), down *bool) {
 	for ctx.Err() == nil {
 		timeout := int64((minWatchTimeout + time.Duration(rand.Int64N(int64(minWatchTimeout)))).Seconds())
 		w, err := lw.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 		if err != nil {
-			return
+			// Interrupted: back at the next successful list or watch.
+			*down = true
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return
+			}
+			sleepJittered(ctx, time.Second)
+			continue
 		}
+		wasDown := *down
+		f.up(down)
 		var gone bool
 		rv, gone = f.drain(w, rv, onEvent)
 		w.Stop()
 		if gone {
+			// The version is gone (410 in the stream): the watch is back
+			// only once it has listed again.
+			if wasDown {
+				f.recovered.Add(-1)
+			}
+			*down = true
 			return
 		}
 	}

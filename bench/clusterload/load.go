@@ -95,7 +95,7 @@ func createAtPace(ctx context.Context, client kubernetes.Interface, namespace st
 				errs = append(errs, fmt.Errorf("creating %s/%s: %w", namespace, name, err))
 				mu.Unlock()
 			}
-		}(fmt.Sprintf("app-%04d", k))
+		}(DeploymentName(k))
 	}
 	wg.Wait()
 	return errors.Join(errs...)

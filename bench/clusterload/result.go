@@ -56,6 +56,10 @@ type Step struct {
 	NotReady                                  int            // simulated nodes not Ready at the window's end
 	IdleLog                                   lograte.Window // the server's log lines with the nodes joined and idle
 	Unfinished                                []string       `json:",omitempty"` // pods not running or endpoints not ready in time
+	// Netpol is the NetworkPolicy probe after the window (netpolProbe).
+	Netpol *NetpolProbe `json:",omitempty"`
+	// Storm is the server's restart under the step's nodes (Config.Restart).
+	Storm *Storm `json:",omitempty"`
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -233,7 +237,8 @@ func (r *Result) CSVHeader() []string {
 		"pod_startup_p50_ms", "pod_startup_p90_ms", "pod_startup_p99_ms", "scheduling_p99_ms", "bound_per_s", "endpoints_lag_ms",
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
-		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s"}
+		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s",
+		"netpol_watches", "netpol_isolated_pods", "netpol_rule_nodes", "netpol_events_per_peer_change", "netpol_unread_and_one_peer_events", "netpol_error"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -241,15 +246,26 @@ func (r *Result) CSVRows() [][]string {
 	f := stats.CSVFloat
 	ms := func(d time.Duration) string { return f(float64(d) / float64(time.Millisecond)) }
 	for _, s := range r.Steps {
-		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Watches), fmt.Sprint(s.Pods),
+		rows = append(rows, append([]string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), fmt.Sprint(s.Watches), fmt.Sprint(s.Pods),
 			f(s.Window.Seconds()), fmt.Sprint(s.Held), strings.Join(s.Reasons, "; "),
 			ms(s.PodStartup.P50), ms(s.PodStartup.P90), ms(s.PodStartup.P99), ms(s.Scheduling.P99), f(s.BoundPerSecond), ms(s.EndpointsLag),
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
 			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), fmt.Sprint(s.JoinedNodes), f(totalCores(s.JoinProcesses)), ms(s.JoinCPUPerNode()), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
-			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)})
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)}, netpolColumns(s.Netpol)...))
 	}
 	return rows
+}
+
+// netpolColumns are a step's NetworkPolicy probe in cluster.csv.
+func netpolColumns(p *NetpolProbe) []string {
+	if p == nil {
+		return []string{"", "", "", "", "", ""}
+	}
+	if p.Error != "" {
+		return []string{fmt.Sprint(p.Watches), "", "", "", "", p.Error}
+	}
+	return []string{fmt.Sprint(p.Watches), fmt.Sprint(p.Selected), fmt.Sprint(p.RuleNodes), stats.CSVFloat(p.EventsPerPeerChange()), fmt.Sprint(p.UnreadEvents), ""}
 }
 
 // serverCores is the CPU of the server's whole tree (control plane, its
@@ -323,7 +339,73 @@ func (r *Result) Markdown() string {
 	r.kindsMarkdown(&b)
 	r.queuesMarkdown(&b)
 	r.logMarkdown(&b)
+	r.netpolMarkdown(&b)
+	r.stormMarkdown(&b)
 	return b.String()
+}
+
+// stormMarkdown is each step's server restart under its nodes.
+func (r *Result) stormMarkdown(b *strings.Builder) {
+	var rows []Step
+	for _, s := range r.Steps {
+		if s.Storm != nil {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches come back once it answers, resumed from the version they had or listed again. Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches))
+	b.WriteString("| build | round | nodes | API ready after | watches back after | relisted / resumed | objects listed: watch cache / etcd | LIST MiB (largest) | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|---:|\n")
+	for _, s := range rows {
+		st := s.Storm
+		if st.Error != "" {
+			fmt.Fprintf(b, "| %s | %d | %d | %s |  |  |  |  |  |  |  |  |  |  |\n", s.Flavour, s.Round, s.Nodes, st.Error)
+			continue
+		}
+		name, peak := st.peakRSS()
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d / %d | %.0f / %.0f | %.1f (%s) | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
+			s.Flavour, s.Round, s.Nodes, st.Up.Seconds(), st.Back.Seconds(), st.Relists, st.Resumed, st.CacheObjects, st.StorageObjects,
+			st.TotalListBytes()/(1<<20), st.largestLists(3), totalCores(st.Processes), st.CPUPerNode(s.Nodes).Round(10*time.Microsecond),
+			name, peak>>20, st.WorstMutating.P99.Round(time.Millisecond), st.WorstMutating.Call, st.LateHeartbeats, st.NotReady)
+	}
+}
+
+// StormCSV is each step's restart (cluster-storm.csv).
+func (r *Result) StormCSV() [][]string {
+	rows := [][]string{{"flavour", "round", "nodes", "up_s", "back_s", "relists", "resumed", "cache_objects", "storage_objects", "list_mib",
+		"server_cores", "cpu_ms_per_node", "peak_rss_process", "peak_rss_mib", "worst_mutating_call", "worst_mutating_p99_ms", "late_heartbeats", "not_ready", "error"}}
+	f := stats.CSVFloat
+	for _, s := range r.Steps {
+		st := s.Storm
+		if st == nil {
+			continue
+		}
+		name, peak := st.peakRSS()
+		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), f(st.Up.Seconds()), f(st.Back.Seconds()), fmt.Sprint(st.Relists), fmt.Sprint(st.Resumed),
+			f(st.CacheObjects), f(st.StorageObjects), f(st.TotalListBytes() / (1 << 20)), f(totalCores(st.Processes)),
+			f(float64(st.CPUPerNode(s.Nodes)) / float64(time.Millisecond)), name, f(float64(peak) / (1 << 20)), st.WorstMutating.Call,
+			f(float64(st.WorstMutating.P99) / float64(time.Millisecond)), fmt.Sprint(st.LateHeartbeats), fmt.Sprint(st.NotReady), st.Error})
+	}
+	return rows
+}
+
+// netpolMarkdown is each step's NetworkPolicy probe.
+func (r *Result) netpolMarkdown(b *strings.Builder) {
+	fmt.Fprintf(b, "\nNetworkPolicy after each step's window: a policy isolates the pods of the step's first Deployment, allowing its clients; %d pods of the second become clients one at a time (each a change of the policy's peers), then %d pods of the third get a label no policy reads, then one more client (compiled after them). Events: what the simulated nodes' watches of their own rules (one a node) received.\n\n", ProbeChanges, ProbeChanges)
+	b.WriteString("| build | round | nodes | rules watches | isolated pods | nodes with their rules | events a peer change | events: unread changes and one peer change |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Steps {
+		p := s.Netpol
+		if p == nil {
+			continue
+		}
+		if p.Error != "" {
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %s |  |  |  |\n", s.Flavour, s.Round, s.Nodes, p.Watches, p.Error)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %.1f | %d |\n", s.Flavour, s.Round, s.Nodes, p.Watches, p.Selected, p.RuleNodes, p.EventsPerPeerChange(), p.UnreadEvents)
+	}
 }
 
 func (r *Result) flavours() []string {
@@ -398,8 +480,13 @@ func (r *Result) joinMarkdown(b *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n### Registering nodes: the join burst\n\n")
-	b.WriteString("The new nodes created, marked Ready by their Leases and listing what they watch, all at once. CPU: every process of the server's tree over the burst.\n\n")
+	if r.Config.JoinRate > 0 {
+		fmt.Fprintf(b, "\n### Registering nodes: %v a second from one stream\n\n", r.Config.JoinRate)
+		b.WriteString("The new nodes created one at a time, each then marked Ready by its Lease and listing what it watches. CPU: every process of the server's tree from the first create until every new watch had listed.\n\n")
+	} else {
+		b.WriteString("\n### Registering nodes: the join burst\n\n")
+		b.WriteString("The new nodes created, marked Ready by their Leases and listing what they watch, all at once. CPU: every process of the server's tree over the burst.\n\n")
+	}
 	b.WriteString("| build | round | nodes joined (to) | seconds | nodes/s | server cores | CPU per node joined | busiest processes, cores |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, s := range rows {

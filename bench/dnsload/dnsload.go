@@ -13,10 +13,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -225,7 +221,7 @@ func oneReplica(ctx context.Context, client kubernetes.Interface) (int, error) {
 		if len(pods.Items) != 1 || !ready(pods.Items[0]) {
 			return fmt.Errorf("%d CoreDNS pods, want one ready", len(pods.Items))
 		}
-		pids, err := processesNamed(process)
+		pids, err := proc.Named(process)
 		if err != nil {
 			return err
 		}
@@ -248,27 +244,4 @@ func ready(p corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// processesNamed are the PIDs whose command name (/proc/PID/comm) is
-// name. The CoreDNS container's process is not under the server's own
-// process tree (containerd's shim leaves it), so it is found by name:
-// the bench runs one cluster at a time.
-func processesNamed(name string) ([]int, error) {
-	comms, err := filepath.Glob("/proc/[0-9]*/comm")
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, path := range comms {
-		comm, err := os.ReadFile(path)
-		if err != nil || strings.TrimSpace(string(comm)) != name {
-			continue // gone, or another
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		if err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }

@@ -110,9 +110,13 @@ func createNodes(ctx context.Context, cfg *rest.Config, c Config) ([]string, err
 // workers goroutines, status included as a kubelet's Create carries it;
 // a Node that exists already is taken as it is.
 func RegisterNodes(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
+	return RegisterNodesAs(ctx, client, from, to, workers, func(i int) *corev1.Node { return NewNode(ObjectName(i), i, time.Now()) })
+}
+
+// RegisterNodesAs is RegisterNodes with node i's object made by node(i).
+func RegisterNodesAs(ctx context.Context, client kubernetes.Interface, from, to, workers int, node func(i int) *corev1.Node) error {
 	err := InParallel(to-from, workers, func(k int) error {
-		i := from + k
-		_, err := client.CoreV1().Nodes().Create(ctx, NewNode(ObjectName(i), i, time.Now()), metav1.CreateOptions{})
+		_, err := client.CoreV1().Nodes().Create(ctx, node(from+k), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}

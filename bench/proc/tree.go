@@ -141,3 +141,26 @@ func sumOwn(root int, members []Member, read func(int) (Usage, error)) (Usage, e
 	}
 	return sum, nil
 }
+
+// Named are the PIDs whose command name (/proc/PID/comm) is name. A
+// pod's process is not under the server's own process tree (containerd's
+// shim leaves it), so the bench finds it by name: it runs one cluster at
+// a time.
+func Named(name string) ([]int, error) {
+	comms, err := filepath.Glob("/proc/[0-9]*/comm")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, path := range comms {
+		comm, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(comm)) != name {
+			continue // gone, or another
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,6 +37,8 @@ type Cluster struct {
 	etcdTLS  etcd.TLS
 	dataDirs []string // each server's --data-dir
 	logs     []string // each server's log (its whole process tree)
+	hostAddr netip.Addr
+	h        *localcluster.Cluster
 }
 
 // WithCluster brings up the cluster named name (ClusterA or ClusterB):
@@ -152,8 +155,11 @@ func down(ctx context.Context, h *localcluster.Cluster, name string) error {
 }
 
 func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
-	c := &Cluster{Name: name}
 	plan := h.Plan()
+	c := &Cluster{Name: name, h: h}
+	if plan.Servers[0].Netns != "" {
+		c.hostAddr = plan.Bridge.Addr.Addr()
+	}
 	for _, s := range plan.Servers {
 		cfg, err := restConfig(s)
 		if err != nil {
@@ -172,6 +178,30 @@ func newCluster(h *localcluster.Cluster, name string) (*Cluster, error) {
 	c.etcdTLS = etcd.ClientTLSIn(filepath.Join(plan.Servers[0].DataDir, "tls"))
 	return c, nil
 }
+
+// RestartServer stops server k cleanly (from 1), as a rolling upgrade
+// does, starts it again and returns once its API server is ready, with
+// its new process's PID (ServerPID follows it).
+func (c *Cluster) RestartServer(ctx context.Context, k int) (int, error) {
+	if err := c.h.StopServer(ctx, k); err != nil {
+		return 0, err
+	}
+	if err := c.h.StartServer(ctx, k); err != nil {
+		return 0, err
+	}
+	pid, err := localcluster.ReadPid(c.h.Server(k).PidFile)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", c.h.Server(k).Label(), err)
+	}
+	c.pids[k-1] = pid
+	return pid, nil
+}
+
+// HostAddr is this machine's address on the nodes' bridge, every node's
+// gateway, reachable from every node and pod; invalid when server 1 runs
+// in the host's own network namespace (a lone server) and there is no
+// bridge.
+func (c *Cluster) HostAddr() netip.Addr { return c.hostAddr }
 
 // LogFile is server k's log, from 1: what the server and every process
 // it starts write.

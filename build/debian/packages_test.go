@@ -81,6 +81,11 @@ func TestListsAgree(t *testing.T) {
 			t.Errorf("kube-proxy's image takes %s from the kind base tree, which does not install it", p)
 		}
 	}
+	for _, p := range Packages("KIND_CNI_PACKAGES") {
+		if !slices.Contains(base, p) {
+			t.Errorf("k1m-cni's image takes %s from the kind base tree, which does not install it", p)
+		}
+	}
 	for _, p := range Packages("CRI_PACKAGES") {
 		if !slices.Contains(runtime, p) {
 			t.Errorf("%s is in CRI_PACKAGES but not in RUNTIME_PACKAGES", p)

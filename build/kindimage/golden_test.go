@@ -30,6 +30,7 @@ func rendered() []byte {
 	fmt.Fprintf(&b, "=== base packages\n%s\n", strings.Join(BasePackages, " "))
 	fmt.Fprintf(&b, "=== base key (kind v0.27.0)\n%s\n", in.BaseKey())
 	fmt.Fprintf(&b, "=== kube-proxy packages\n%s\n", strings.Join(proxyPackages, " "))
+	fmt.Fprintf(&b, "=== k1m-cni packages\n%s\n", strings.Join(cniPackages, " "))
 	fmt.Fprintf(&b, "=== etcd-servers-overrides\n%s\n", EtcdOverrides())
 	return b.Bytes()
 }

@@ -189,7 +189,7 @@ func TestTagAndInputsHash(t *testing.T) {
 		t.Errorf("NodeRef = %s", got)
 	}
 	dir := t.TempDir()
-	for _, f := range []string{"kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "cni", "etcd", "crictl", "pause.tar", "coredns.tar", "local-path-provisioner.tar", "busybox.tar"} {
+	for _, f := range []string{"kubelet", "kubeadm", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "cni", "etcd", "crictl", "pause.tar", "coredns.tar", "local-path-provisioner.tar", "busybox.tar", "metrics-server.tar"} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"k1m.dev/k1m/manifests"
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/metricsserver"
 )
 
 // The files this package writes into the kind images live in files/, as
@@ -92,6 +93,22 @@ func StorageManifest() string {
 		panic("kindimage: " + err.Error())
 	}
 	return "# k1m kind node: " + constants.ComponentLocalStorage + "\n" + string(data)
+}
+
+// MetricsServerManifest is the metrics-server component k1m server deploys
+// (manifests/metrics-server.yaml) at its requests for a small cluster,
+// taking the kubelets' serving certificates unchecked: kubeadm's kubelets
+// serve self-signed ones, with no CA to check them by. kind applies no
+// manifest of its own for it: the node image appends it to
+// default-storage.yaml, which kind applies after kubeadm init.
+func MetricsServerManifest() string {
+	cpu, memory := metricsserver.Requests(0)
+	data, err := manifests.Component(constants.ComponentMetricsServer, manifests.Values{MetricsServerImage: airgap.MetricsServerImage,
+		MetricsServerCPU: cpu, MetricsServerMemory: memory, KubeletInsecureTLS: true})
+	if err != nil {
+		panic("kindimage: " + err.Error())
+	}
+	return "# k1m kind node: " + constants.ComponentMetricsServer + "\n" + string(data)
 }
 
 // The systemd units the node image adds to kind's.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,7 +33,7 @@ type Node struct {
 	CNI      string // the k1m-cni binary
 	Etcd     string // the etcd binary (v3.5.16)
 	Crictl   string // crictl, for `kind load` and `kind export logs`
-	ImageDir string // pause.tar, coredns.tar, local-path-provisioner.tar and busybox.tar (make images)
+	ImageDir string // pause.tar, coredns.tar, local-path-provisioner.tar, busybox.tar and metrics-server.tar (make images)
 }
 
 // Tag is the image tag kubeadm derives from a version ("+" is not allowed
@@ -55,12 +56,13 @@ func (n Node) inputFiles() map[string]string {
 		"/kind/images/coredns.tar":                filepath.Join(n.ImageDir, "coredns.tar"),
 		"/kind/images/local-path-provisioner.tar": filepath.Join(n.ImageDir, "local-path-provisioner.tar"),
 		"/kind/images/busybox.tar":                filepath.Join(n.ImageDir, "busybox.tar"),
+		"/kind/images/metrics-server.tar":         filepath.Join(n.ImageDir, "metrics-server.tar"),
 		"/kind/images/control-plane.tar":          "", // written by Build
 	}
 }
 
 // InputsHash hashes the base key, the version, the content of every input
-// file and the generated files: what decides whether a loaded node image
+// file, the generated files and the images' package lists: what decides whether a loaded node image
 // is current. Content, not modification times: make build and make images
 // rewrite unchanged outputs.
 func (in Inputs) InputsHash(n Node) (string, error) {
@@ -83,6 +85,8 @@ func (in Inputs) InputsHash(n Node) (string, error) {
 		fmt.Fprintf(h, "%s %d %s\n", g.path, g.mode, g.data)
 	}
 	fmt.Fprintf(h, "%s\n", iptablesWrapper)
+	// The images' userland packages, taken from the base tree.
+	fmt.Fprintf(h, "%s\n%s\n", strings.Join(proxyPackages, " "), strings.Join(cniPackages, " "))
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
@@ -108,7 +112,7 @@ func generatedFiles(n Node) []generated {
 	return []generated{
 		{"/kind/version", 0o644, n.Version + "\n"},
 		{"/kind/manifests/default-cni.yaml", 0o644, CNIManifest(CNIRepo + ":" + Tag(n.Version))},
-		{"/kind/manifests/default-storage.yaml", 0o644, StorageManifest()},
+		{"/kind/manifests/default-storage.yaml", 0o644, StorageManifest() + "---\n" + MetricsServerManifest()},
 		{"/kind/k1m/etcd-nofsync.yaml", 0o644, NoFsyncEtcdPod()},
 		{"/etc/systemd/system/k1m-preload-images.service", 0o644, preloadUnit},
 		{"/etc/systemd/system/kubelet.service.d/20-k1m-preload.conf", 0o644, kubeletAfterPreload},
@@ -247,9 +251,16 @@ func (in Inputs) controlPlaneImages(root string, n Node, path string) error {
 	if err := one(EtcdImage, "etcd", n.Etcd); err != nil {
 		return err
 	}
-	if err := one(CNIRepo+":"+tag, "k1m-cni", n.CNI); err != nil {
+	nft, err := packagesLayer(root, filepath.Join(layers, "nftables.tar"), cniPackages, nil, nil)
+	if err != nil {
 		return err
 	}
+	cni, err := images.FilesLayer(map[string]string{"/usr/local/bin/k1m-cni": n.CNI}, nil, filepath.Join(layers, "k1m-cni.tar"))
+	if err != nil {
+		return err
+	}
+	specs = append(specs, images.Spec{Tags: []string{CNIRepo + ":" + tag}, Config: images.Config{Entrypoint: []string{"/usr/local/bin/k1m-cni"}},
+		Layers: []images.Layer{nft, cni}})
 	userland, err := iptablesLayer(root, filepath.Join(layers, "iptables.tar"), filepath.Join(in.Work, "node", "iptables-wrapper"))
 	if err != nil {
 		return err
@@ -269,11 +280,28 @@ func (in Inputs) controlPlaneImages(root string, n Node, path string) error {
 // (KIND_PROXY_PACKAGES of build/debian/packages.env).
 var proxyPackages = debian.Packages("KIND_PROXY_PACKAGES")
 
+// cniPackages are what k1m-cni runs besides itself: nft
+// (KIND_CNI_PACKAGES of build/debian/packages.env).
+var cniPackages = debian.Packages("KIND_CNI_PACKAGES")
+
 // iptablesLayer is the kube-proxy image's userland: the files of
 // proxyPackages and their dependencies from the base tree, with the
 // iptables commands pointing at the backend-picking wrapper.
 func iptablesLayer(root, path, wrapper string) (images.Layer, error) {
-	pkgs, err := debian.Closure(root, proxyPackages)
+	if err := writeFile(wrapper, iptablesWrapper, 0o755); err != nil {
+		return images.Layer{}, err
+	}
+	links := map[string]string{}
+	for _, cmd := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		links["/usr/sbin/"+cmd] = "iptables-wrapper"
+	}
+	return packagesLayer(root, path, proxyPackages, map[string]string{"/usr/sbin/iptables-wrapper": wrapper}, links)
+}
+
+// packagesLayer is a layer of the files of packages and their
+// dependencies from the base tree, plus extra files and links.
+func packagesLayer(root, path string, packages []string, extraFiles, extraLinks map[string]string) (images.Layer, error) {
+	pkgs, err := debian.Closure(root, packages)
 	if err != nil {
 		return images.Layer{}, err
 	}
@@ -281,13 +309,8 @@ func iptablesLayer(root, path, wrapper string) (images.Layer, error) {
 	if err != nil {
 		return images.Layer{}, err
 	}
-	if err := writeFile(wrapper, iptablesWrapper, 0o755); err != nil {
-		return images.Layer{}, err
-	}
-	files["/usr/sbin/iptables-wrapper"] = wrapper
-	for _, cmd := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
-		links["/usr/sbin/"+cmd] = "iptables-wrapper"
-	}
+	maps.Copy(files, extraFiles)
+	maps.Copy(links, extraLinks)
 	// Programs find their libraries through the loader's usual paths; the
 	// base tree's usrmerge links make /lib and /bin the /usr ones.
 	for _, l := range []string{"/lib", "/lib64", "/bin", "/sbin"} {

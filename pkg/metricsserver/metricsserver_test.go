@@ -10,9 +10,10 @@ func TestRequests(t *testing.T) {
 		{0, "100m", "200Mi"},
 		{3, "100m", "200Mi"},
 		{100, "100m", "200Mi"},
-		{101, "200m", "400Mi"},    // rounded up to 200 nodes
-		{1000, "1600m", "3200Mi"}, // 1,600 nodes: 100m + 1,500 x 1m
-		{5000, "4000m", "8192Mi"}, // capped
+		{101, "113m", "275Mi"},     // rounded up to 200 nodes: 100 more, 13m and 75 MiB
+		{1000, "288m", "1325Mi"},   // 1,600 nodes: 1,500 more, 188m and 1,125 MiB
+		{5000, "888m", "4925Mi"},   // 6,400 nodes
+		{12800, "1688m", "8192Mi"}, // memory capped
 		{100000, "4000m", "8192Mi"},
 	} {
 		cpu, memory := Requests(c.nodes)

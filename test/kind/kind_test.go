@@ -68,8 +68,15 @@ func TestKindCluster(t *testing.T) {
 	t.Run("ControllerManagerGracePeriod", func(t *testing.T) { testControllerManager(ctx, t, c) })
 	t.Run("PodsOnWorkersServiceAndDNS", func(t *testing.T) { testServiceAcrossNodes(ctx, t, c) })
 	t.Run("PersistentVolumesOnLocalPath", func(t *testing.T) { testPersistentVolumes(ctx, t, c) })
+	t.Run("NetworkPolicyEnforced", func(t *testing.T) {
+		clustercheck.NetworkPolicy(ctx, t, c, clustercheck.Layout{Namespace: namespace + "-netpol", Image: busybox,
+			ClientNode: c.workers[1], BackendNodes: c.workers[:1]})
+	})
 	t.Run("EventsAndLeasesInNoFsyncEtcd", func(t *testing.T) { testEtcdSplit(ctx, t, c) })
 	t.Run("APIServerTuningAndWatchCache", func(t *testing.T) { testAPIServer(ctx, t, c) })
+	// Last: metrics-server's first samples come about a minute after the
+	// cluster starts, which the checks above spend.
+	t.Run("MetricsAPI", func(t *testing.T) { clustercheck.MetricsAPI(ctx, t, c) })
 }
 
 // testNodes runs the shared node checks, then wants the k1m kubelet on

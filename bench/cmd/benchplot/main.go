@@ -38,6 +38,7 @@ func main() {
 		{"cluster.csv", clusterPlots},
 		{"proxy.csv", proxyPlots},
 		{"dns.csv", dnsPlots},
+		{"metrics.csv", metricsPlots},
 	}
 	for _, p := range plots {
 		rows, err := readCSV(filepath.Join(dir, p.csv))
@@ -187,6 +188,16 @@ func dnsPlots(dir string, rows []map[string]string) error {
 	return medianBars(dir, rows, key,
 		barChart{"latency_p99_us", "dns-p99.png", "One CoreDNS replica: answer p99 (offered queries/s)", "us"},
 		barChart{"coredns_cpu_us_per_query", "dns-cpu.png", "One CoreDNS replica: CPU per query (offered queries/s)", "CPU-us/query"})
+}
+
+// metricsPlots draws the metrics scenario per node count: metrics-server's
+// CPU per scrape, its cores and its resident memory.
+func metricsPlots(dir string, rows []map[string]string) error {
+	key := func(r map[string]string) string { return r["nodes"] + " nodes" }
+	return medianBars(dir, rows, key,
+		barChart{"cpu_us_per_scrape", "metrics-cpu.png", "metrics-server: CPU per node scraped (nodes)", "CPU-us/scrape"},
+		barChart{"metrics_server_cores", "metrics-cores.png", "metrics-server: cores, one scrape a node every 15 s (nodes)", "cores"},
+		barChart{"rss_mib", "metrics-rss.png", "metrics-server: resident memory (nodes)", "MiB"})
 }
 
 func etcdPlot(dir string, rows []map[string]string) error {
