@@ -31,7 +31,7 @@ func NetworkPolicy(ctx context.Context, t *testing.T, c Cluster, l Layout) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 			Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: new(int64),
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers: []corev1.Container{{Name: "sh", Image: l.Image, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", script}}}},
+				Containers:  []corev1.Container{{Name: "sh", Image: l.Image, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", script}}}},
 		}
 	}
 	web := pod("web", l.BackendNodes[0], map[string]string{"app": "web"}, "mkdir -p /www && echo web > /www/index.html && exec httpd -f -p [::]:8080 -h /www")
