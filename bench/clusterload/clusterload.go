@@ -420,7 +420,7 @@ func (f *counts) waitSynced(ctx context.Context, want int64, timeout time.Durati
 
 // waitSynced waits until want of the nodes' watches have listed once.
 func (f *fleet) waitSynced(ctx context.Context, want int64, timeout time.Duration) error {
-	return waitListed(ctx, f.synced, want, timeout)
+	return waitListed(ctx, f.totalSynced, want, timeout)
 }
 
 func waitListed(ctx context.Context, synced func() int64, want int64, timeout time.Duration) error {
@@ -468,7 +468,7 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 		return reading{}, err
 	}
 	return reading{at: time.Now(), metrics: m, controllers: controllers, members: members, usage: deployed.ReadAll(members), self: self,
-		heartbeat: r.sim.Stats(), events: r.nodes.events(), relists: r.nodes.relists(), reports: r.nodes.reportErrors.Load()}, nil
+		heartbeat: r.sim.Stats(), events: r.nodes.totalEvents(), relists: r.nodes.totalRelists(), reports: r.nodes.reportErrors.Load()}, nil
 }
 
 // JoinProfile is a CPU profile of the process that serves the API over

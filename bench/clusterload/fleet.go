@@ -216,12 +216,12 @@ func (f *fleet) add(ctx context.Context, from, to int) error {
 	return nil
 }
 
-// synced, events, relists and recovered are the counts of every node
-// watch.
-func (f *fleet) synced() int64    { return f.counts.synced.Load() + f.rules.synced.Load() }
-func (f *fleet) events() int64    { return f.counts.events.Load() + f.rules.events.Load() }
-func (f *fleet) relists() int64   { return f.counts.relists.Load() + f.rules.relists.Load() }
-func (f *fleet) recovered() int64 { return f.counts.recovered.Load() + f.rules.recovered.Load() }
+// The counts of every node watch, rulesWatch's included (the embedded
+// counts leave them out).
+func (f *fleet) totalSynced() int64    { return f.counts.synced.Load() + f.rules.synced.Load() }
+func (f *fleet) totalEvents() int64    { return f.counts.events.Load() + f.rules.events.Load() }
+func (f *fleet) totalRelists() int64   { return f.counts.relists.Load() + f.rules.relists.Load() }
+func (f *fleet) totalRecovered() int64 { return f.counts.recovered.Load() + f.rules.recovered.Load() }
 
 // counts are what a set of followed watches did.
 type counts struct {

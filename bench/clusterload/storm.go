@@ -69,7 +69,7 @@ func restartUnderLoad(ctx context.Context, env *Env, client kubernetes.Interface
 }
 
 func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface, r stepRun) error {
-	relists, recovered := r.nodes.relists(), r.nodes.recovered()
+	relists, recovered := r.nodes.totalRelists(), r.nodes.totalRecovered()
 	heartbeats := r.sim.Stats()
 	start := time.Now()
 	pid, err := env.Restart(ctx)
@@ -79,7 +79,7 @@ func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface,
 	env.ServerPID = pid
 	st.Up = time.Since(start)
 	want := int64(r.to * len(NodeWatches))
-	if err := waitListed(ctx, func() int64 { return r.nodes.recovered() - recovered }, want, SyncTimeout); err != nil {
+	if err := waitListed(ctx, func() int64 { return r.nodes.totalRecovered() - recovered }, want, SyncTimeout); err != nil {
 		return fmt.Errorf("the nodes' watches back after the restart: %w", err)
 	}
 	st.Back = time.Since(start)
@@ -93,7 +93,7 @@ func (st *Storm) run(ctx context.Context, env *Env, client kubernetes.Interface,
 		return err
 	}
 	st.fill(start, heartbeats, relists, after)
-	st.Resumed = max(0, r.nodes.recovered()-recovered-st.Relists)
+	st.Resumed = max(0, r.nodes.totalRecovered()-recovered-st.Relists)
 	st.NotReady, err = notReady(ctx, client)
 	return err
 }

@@ -15,7 +15,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/elect"
 	"k1m.dev/k1m/pkg/netpol"
@@ -53,14 +52,7 @@ func main() {
 // watches every Pod, Namespace and NetworkPolicy; every node watches its
 // own rules alone.
 func runNetworkPolicy(ctx context.Context, opts podnet.Options) error {
-	if err := opts.Validate(); err != nil {
-		return err
-	}
-	cfg, err := opts.RESTConfig()
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := opts.Client()
 	if err != nil {
 		return err
 	}

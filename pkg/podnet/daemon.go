@@ -63,17 +63,22 @@ func (o Options) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// RunDaemon configures forwarding, then keeps the node's pod network in
-// line with the nodes until ctx ends.
-func RunDaemon(ctx context.Context, o Options) error {
+// Client is a client of the API from the validated options.
+func (o Options) Client() (kubernetes.Interface, error) {
 	if err := o.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := o.RESTConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	return kubernetes.NewForConfig(cfg)
+}
+
+// RunDaemon configures forwarding, then keeps the node's pod network in
+// line with the nodes until ctx ends.
+func RunDaemon(ctx context.Context, o Options) error {
+	client, err := o.Client()
 	if err != nil {
 		return err
 	}
