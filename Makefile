@@ -138,15 +138,23 @@ faults-test: deps-cluster build images ## the fault campaign's CI subset (SCENAR
 
 # The rolling upgrade (docs/operations.md#upgrades): UPGRADE_FROM is the
 # earlier release, a commit or tag of this repository; the default is the
-# release tagged v1.32.5+k1m.5fe805146d33.
+# release tagged v1.32.5+k1m.5fe805146d33, which packages no component.
+# UPGRADE_VIA is the release in between, the first the test's replicated
+# database runs on: the default, v1.32.5+k1m.b50ef668db11, packages
+# local-path, metrics-server and NetworkPolicy enforcement. It runs on this
+# tree's images, so it must package the same image tags.
 UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
+UPGRADE_VIA  ?= b50ef668db11d2c337e184adb466fe584a403baf
 
-earlier-release: deps-build ## build the earlier release UPGRADE_FROM into $(OUT)/upgrade-from (kept by commit in K1M_CACHE_DIR)
-	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from
+earlier-release: deps-build ## build the earlier releases UPGRADE_FROM and UPGRADE_VIA into $(OUT)/upgrade-from and $(OUT)/upgrade-via (kept by commit in K1M_CACHE_DIR)
+	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from UPGRADE_FROM
+	$(LOW) hack/earlier-release.sh $(UPGRADE_VIA) $(OUT)/upgrade-via UPGRADE_VIA
 
 upgrade-test: FAULTS_TIMEOUT = 25m
-upgrade-test: deps-cluster build images earlier-release ## make test's part: the rolling upgrade from UPGRADE_FROM (built into $(OUT)/upgrade-from) to this tree on 3 servers + 2 agents, writes flowing, then the fault campaign's CI subset on the upgraded cluster, within 25 min
-	FAULTS_SCENARIOS=upgrade,ci FAULTS_FROM_K1M=$(abspath $(OUT))/upgrade-from/_output/bin/k1m $(FAULTS)
+upgrade-test: deps-cluster build images conformance-images earlier-release ## make test's part: the rolling upgrade from UPGRADE_FROM through UPGRADE_VIA to this tree on 3 servers + 2 agents, writes flowing, a replicated database on persistent volumes through the second, then the fault campaign's CI subset on the upgraded cluster, within 25 min
+	FAULTS_SCENARIOS=upgrade,ci FAULTS_FROM_K1M=$(abspath $(OUT))/upgrade-from/_output/bin/k1m \
+	FAULTS_VIA_K1M=$(abspath $(OUT))/upgrade-via/_output/bin/k1m \
+	FAULTS_DATABASE_IMAGE=$(abspath $(OUT))/conformance/database/etcd.tar $(FAULTS)
 
 # make test in two lanes (docs/build.md#make-test-in-two-lanes). The checks
 # lane runs every check in order at normal priority (unit and test-patched

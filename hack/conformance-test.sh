@@ -4,9 +4,8 @@
 # imported into every node, the nodes spread over 3 zones, then k1m's
 # curated specs (leases, node lifecycle, events, watch
 # and list, Services over IPv6, DNS, a DaemonSet, four NetworkPolicy specs)
-# in a parallel run, then a
-# replicated database on persistent volumes, one replica per zone
-# (test/database), then the cluster is taken down.
+# in a parallel run, then the cluster is taken down. (The replicated
+# database, test/database, runs in make upgrade-test.)
 # Thin glue around hack/cluster.sh (which runs test/cmd/k1m-cluster) and
 # k1m-conformance.
 set -euo pipefail
@@ -36,9 +35,6 @@ run() {
 # runs by hand: the curated run goes through the same runner and layout.
 # Parallel: its [Serial] DaemonSet spec goes through the second phase.
 run --mode k1m-curated --parallel --procs 3
-# go test runs in the package's directory: the harness's paths absolute.
-K1M=$(realpath "$K1M") CLUSTER_DIR=$(realpath "$CLUSTER_DIR") IMAGES_DIR=$(realpath "$IMAGES_DIR") K1M_DATABASE_TEST=1 \
-  ${GO:-go} run ./build/cmd/k1m-build go --flavor k1m --out "$OUT" test -count=1 -timeout 15m -v ./test/database/
 # Passed: the cluster goes with its data (about 11 GiB: five nodes' images
 # and three servers' etcds, which would fill the disk run after run); a
 # failed run keeps the data to look at, under DATA_ROOT.

@@ -4,14 +4,16 @@
 # DIR/_output/bin/k1m. Kept while DIR holds COMMIT's build. The binary is
 # also kept in the machine's cache, by commit (K1M_CACHE_DIR, default
 # ~/.cache/k1m; docs/build.md), so a fresh clone does not build it again.
-# Usage: hack/earlier-release.sh COMMIT DIR
+# NAME is the make variable that named COMMIT, for messages.
+# Usage: hack/earlier-release.sh COMMIT DIR [NAME]
 set -euo pipefail
-usage="usage: hack/earlier-release.sh COMMIT DIR"
+usage="usage: hack/earlier-release.sh COMMIT DIR [NAME]"
 commit=${1:?$usage}
 dir=${2:?$usage}
+name=${3:-UPGRADE_FROM}
 cd "$(dirname "$0")/.."
 if ! want=$(git rev-parse --verify --quiet "$commit^{commit}"); then
-  echo "UPGRADE_FROM=$commit: no such commit or tag in this clone (a shallow clone lacks it: git fetch --unshallow --tags)" >&2
+  echo "$name=$commit: no such commit or tag in this clone (a shallow clone lacks it: git fetch --unshallow --tags)" >&2
   exit 1
 fi
 if [[ -x $dir/_output/bin/k1m && $(git -C "$dir" rev-parse HEAD 2>/dev/null) == "$want" ]]; then

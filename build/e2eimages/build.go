@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k1m.dev/k1m/build/debian"
@@ -58,6 +59,29 @@ func Build(in Inputs, path string) error {
 	}
 	fmt.Fprintf(in.Log, "e2e images: writing %s\n", path)
 	return images.WriteArchive(path, specs...)
+}
+
+// BuildImage writes the image of Set named name, which must need no
+// Debian layer, alone into a docker archive at path: for a cluster that
+// wants that image and not the whole set (the replicated database test's
+// etcd).
+func BuildImage(in Inputs, name, path string) error {
+	i := slices.IndexFunc(Set, func(img Image) bool { return img.Name == name })
+	if i < 0 {
+		return fmt.Errorf("no test image %q in the set", name)
+	}
+	if Set[i].Kind == Debian {
+		return fmt.Errorf("test image %s is built on the Debian layer: only the whole set is written (Build)", name)
+	}
+	spec, err := in.spec(Set[i], images.Layer{})
+	if err != nil {
+		return fmt.Errorf("test image %s: %w", name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(in.Log, "e2e images: writing %s alone to %s\n", strings.Join(Set[i].Refs(), ", "), path)
+	return images.WriteArchive(path, spec)
 }
 
 func (in Inputs) spec(img Image, base images.Layer) (images.Spec, error) {

@@ -2,8 +2,11 @@ package e2eimages
 
 import (
 	"archive/tar"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +118,61 @@ func TestBusyboxImageLayout(t *testing.T) {
 	}
 	if env := entries["bin/env"]; env == nil || env.Linkname != "busybox" {
 		t.Errorf("bin/env is %+v, want busybox's applet", env)
+	}
+}
+
+func TestBuildImageWritesTheImageAlone(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "etcd"), []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := Inputs{Bin: bin, Work: filepath.Join(dir, "work"), Log: io.Discard}
+	archive := filepath.Join(dir, "out", "etcd.tar")
+	if err := BuildImage(in, "etcd", archive); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var manifest []struct{ RepoTags []string }
+	r := tar.NewReader(f)
+	for {
+		h, err := r.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in %s: %v", archive, err)
+		}
+		if h.Name == "manifest.json" {
+			data, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &manifest); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	want := []string{EtcdRegistry + "/etcd:3.5.16-0"}
+	if len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, want) {
+		t.Errorf("archive's images %+v, want one tagged %v", manifest, want)
+	}
+}
+
+func TestBuildImageRefusesWhatItCannotWriteAlone(t *testing.T) {
+	in := Inputs{Log: io.Discard}
+	for name, want := range map[string]string{
+		"no-such-image": `no test image "no-such-image" in the set`,
+		"agnhost":       "test image agnhost is built on the Debian layer: only the whole set is written (Build)",
+	} {
+		err := BuildImage(in, name, filepath.Join(t.TempDir(), "x.tar"))
+		if err == nil || err.Error() != want {
+			t.Errorf("BuildImage(%s) = %v, want %q", name, err, want)
+		}
 	}
 }

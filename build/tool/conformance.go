@@ -33,7 +33,8 @@ var conformancePrograms = []string{
 // conformance builds what a conformance run needs into OUT/conformance:
 // bin/ (e2e.test, ginkgo, kubectl, go-runner, the test images' programs),
 // images/conformance.tar (the conformance image), images/e2e-test-images.tar
-// (every test image the [Conformance] specs use) and repo-list.yaml.
+// (every test image the [Conformance] specs use), database/etcd.tar (the
+// etcd image alone, for test/database) and repo-list.yaml.
 func (p project) conformance() error {
 	if err := p.checkConformanceTag(); err != nil {
 		return err
@@ -74,6 +75,11 @@ func (p project) conformance() error {
 	in := e2eimages.Inputs{Bin: bin, CoreDNS: coredns, K8sDir: k8sDir, Busybox: busyboxPath, BashStatic: bashStaticPath,
 		Work: work, Debian: filepath.Join(cache, "e2e-debian"), Mirror: mirror, Log: p.log}
 	if err := e2eimages.Build(in, filepath.Join(imgDir, "e2e-test-images.tar")); err != nil {
+		return err
+	}
+	// The replicated database test's etcd alone: make upgrade-test imports
+	// it without the rest of the set.
+	if err := e2eimages.BuildImage(in, "etcd", filepath.Join(dir, "database", "etcd.tar")); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "repo-list.yaml"), []byte(e2eimages.RepoList()), 0o644); err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/testutil"
 )
 
@@ -291,7 +292,15 @@ func freshLeaseHolder(ctx context.Context, client kubernetes.Interface, name str
 // of its kubelet).
 func LeaseRenewedSince(ctx context.Context, t *testing.T, client kubernetes.Interface, node string, since time.Time) {
 	t.Helper()
-	testutil.Eventually(t, 2*time.Minute, node+"'s Lease renewed after the restart", func() error {
+	if err := WaitLeaseRenewed(ctx, client, node, since); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitLeaseRenewed is LeaseRenewedSince for callers without a *testing.T:
+// it returns what it waited for and saw.
+func WaitLeaseRenewed(ctx context.Context, client kubernetes.Interface, node string, since time.Time) error {
+	return poll.Until(ctx, time.Second, 2*time.Minute, node+"'s Lease renewed after the restart", func(ctx context.Context) error {
 		lease, err := client.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err

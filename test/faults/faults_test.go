@@ -53,6 +53,11 @@ func TestFaults(t *testing.T) {
 			t.Fatal("the upgrade scenario needs the earlier release's binary in FAULTS_FROM_K1M (make upgrade-test builds it from UPGRADE_FROM)")
 		}
 		c.opts.FromK1M = from
+		c.opts.ViaK1M = os.Getenv("FAULTS_VIA_K1M")
+		c.opts.DatabaseImage = os.Getenv("FAULTS_DATABASE_IMAGE")
+		if c.opts.ViaK1M == "" || c.opts.DatabaseImage == "" {
+			t.Fatal("the upgrade scenario needs the release in between's binary in FAULTS_VIA_K1M and the database's image archive in FAULTS_DATABASE_IMAGE (make upgrade-test builds them from UPGRADE_VIA and with the conformance images)")
+		}
 	}
 	began := time.Now()
 	ctx, cancel := testutil.Budget(t, 85*time.Minute)
@@ -81,7 +86,7 @@ func TestFaults(t *testing.T) {
 				if err := os.Rename(c.opts.ClusterDir, kept); err != nil {
 					t.Error(err)
 				}
-				c.opts.FromK1M = "" // the earlier release only for the first cluster
+				c.opts.FromK1M, c.opts.ViaK1M = "", "" // the earlier releases only for the first cluster
 				c.up(ctx)
 			}
 		}

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/testutil"
+	"k1m.dev/k1m/test/database"
 	"k1m.dev/k1m/test/localcluster"
 )
 
@@ -43,6 +44,13 @@ type Options struct {
 	// FromK1M is an earlier release's binary the cluster starts from (the
 	// upgrade scenario moves it to K1M); "": K1M.
 	FromK1M string
+	// ViaK1M is a release between FromK1M and K1M that packages the
+	// components FromK1M lacks; the upgrade scenario moves the cluster to
+	// it, starts the replicated database, then moves it to K1M.
+	ViaK1M string
+	// DatabaseImage is the database's image archive (test/database), for
+	// the upgrade scenario.
+	DatabaseImage string
 	// EtcdDisk is the server (1 to 3; 0: none) whose durable etcd gets a
 	// file system of its own, a tmpfs of EtcdDiskSize, for the disk-full
 	// scenario to fill without filling the machine's disk.
@@ -71,7 +79,9 @@ func Start(ctx context.Context, o Options) (*Fixture, error) {
 	if o.FromK1M != "" {
 		k1m = o.FromK1M
 	}
-	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, K1M: k1m, EarlierRelease: o.FromK1M != "",
+	// Zones for the replicated database's members, one a zone (the
+	// upgrade scenario's).
+	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, Zones: database.Replicas, K1M: k1m, EarlierRelease: o.FromK1M != "",
 		ClusterDir: o.ClusterDir, DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out})
 	if err != nil {
 		return nil, err

@@ -15,20 +15,59 @@ import (
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/test/clustercheck"
+	"k1m.dev/k1m/test/database"
 	"k1m.dev/k1m/test/localcluster"
 )
 
-// upgrade is docs/operations.md's rolling upgrade: the cluster runs the
-// earlier release (Options.FromK1M); each server in turn is stopped and
-// started on this tree's binary and its node waited for, then each agent.
-// After, every process runs the new binary and every server records the
-// new release.
+// upgrade is docs/operations.md's rolling upgrade, twice, with a
+// replicated database on the cluster through the second: the cluster runs
+// the earlier release (Options.FromK1M, which packages no component);
+// each server in turn is stopped and started on the release in between
+// (Options.ViaK1M, which packages them) and its node waited for, then
+// each agent. The cluster gains the components, and its nodes their zone
+// labels. The database (test/database) starts on it, one member a zone,
+// and takes writes. The same rolling upgrade then moves every process to
+// this tree's binary; the database keeps every acknowledged write through
+// it, a member's pod deletion and its node's restart. After, every
+// process runs the new binary, every server records the new release and
+// the components still serve.
 func upgrade(ctx context.Context, f *Fixture) error {
-	if f.opts.FromK1M == "" {
-		return fmt.Errorf("the upgrade scenario needs the cluster started from an earlier release (UPGRADE_FROM; make upgrade-test builds it)")
+	if f.opts.FromK1M == "" || f.opts.ViaK1M == "" {
+		return fmt.Errorf("the upgrade scenario needs the cluster started from an earlier release and a release in between (UPGRADE_FROM and UPGRADE_VIA; make upgrade-test builds them)")
 	}
-	f.H.UseK1M(f.opts.K1M)
-	// The servers one at a time, as the rolling scenario restarts them.
+	if err := f.rollTo(ctx, f.opts.ViaK1M); err != nil {
+		return err
+	}
+	if err := f.checkGainedComponents(ctx); err != nil {
+		return err
+	}
+	db, written, err := f.startDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f.rollTo(ctx, f.opts.K1M); err != nil {
+		return err
+	}
+	if err := f.checkGainedComponents(ctx); err != nil {
+		return err
+	}
+	if err := databaseKeepsItsWrites(ctx, db, written); err != nil {
+		return fmt.Errorf("the replicated database: %w", err)
+	}
+	// The fault scenarios after this one run without it.
+	return db.Delete(ctx)
+}
+
+// rollTo restarts each server in turn on k1m, waiting for its node Ready
+// (as the rolling scenario does), then each agent; then it wants every
+// process on k1m and every server recording its release.
+func (f *Fixture) rollTo(ctx context.Context, k1m string) error {
+	release, err := releaseOf(ctx, k1m)
+	if err != nil {
+		return err
+	}
+	f.logf("rolling upgrade to %s", release)
+	f.H.UseK1M(k1m)
 	if err := rolling(ctx, f); err != nil {
 		return err
 	}
@@ -41,10 +80,59 @@ func upgrade(ctx context.Context, f *Fixture) error {
 			return err
 		}
 	}
-	if err := f.checkUpgraded(ctx); err != nil {
+	return f.checkUpgraded(ctx, k1m, release)
+}
+
+// startDatabase imports the database's image into every node, waits for
+// the nodes' zone labels, starts the database and writes to it.
+func (f *Fixture) startDatabase(ctx context.Context) (*database.DB, []string, error) {
+	if err := f.H.ImportArchive(ctx, f.opts.DatabaseImage); err != nil {
+		return nil, nil, err
+	}
+	admin := f.H.Server(1).AdminKubeconfig()
+	db := &database.DB{H: f.H, Client: f.Client(1), K1M: f.opts.K1M, Admin: admin, Logf: f.logf}
+	if err := db.WaitZoneLabels(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := db.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	zones, err := db.Zones(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.logf("database: %d members on persistent volumes, in zones %v", database.Replicas, zones)
+	written, err := db.Write(ctx, "before-upgrade")
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, written, db.ReadEverywhere(ctx, written)
+}
+
+// databaseKeepsItsWrites wants the writes before the upgrade read back
+// through every member after it, after a member's pod is deleted and
+// after its node restarts; then new writes.
+func databaseKeepsItsWrites(ctx context.Context, db *database.DB, written []string) error {
+	if err := db.WaitReady(ctx); err != nil {
 		return err
 	}
-	return f.checkGainedComponents(ctx)
+	if err := db.ReadEverywhere(ctx, written); err != nil {
+		return err
+	}
+	if err := db.DeletePod(ctx, 1); err != nil {
+		return err
+	}
+	if err := db.ReadEverywhere(ctx, written); err != nil {
+		return err
+	}
+	if err := db.RestartNodeOf(ctx, 2); err != nil {
+		return err
+	}
+	after, err := db.Write(ctx, "after-upgrade")
+	if err != nil {
+		return err
+	}
+	return db.ReadEverywhere(ctx, append(written, after...))
 }
 
 // checkGainedComponents wants what the new release packages and the
@@ -77,10 +165,10 @@ func (f *Fixture) checkGainedComponents(ctx context.Context) error {
 	})
 }
 
-// checkUpgraded wants every server and agent process to run the new
-// binary and k1m-cluster to record the new release for every server.
-func (f *Fixture) checkUpgraded(ctx context.Context) error {
-	want, err := filepath.EvalSymlinks(f.opts.K1M)
+// checkUpgraded wants every server and agent process to run the binary
+// k1m and k1m-cluster to record its release for every server.
+func (f *Fixture) checkUpgraded(ctx context.Context, k1m, release string) error {
+	want, err := filepath.EvalSymlinks(k1m)
 	if err != nil {
 		return err
 	}
@@ -97,10 +185,6 @@ func (f *Fixture) checkUpgraded(ctx context.Context) error {
 		if exe != want {
 			return fmt.Errorf("%s runs %s after the upgrade, want %s", n.Label(), exe, want)
 		}
-	}
-	release, err := releaseOf(ctx, f.opts.K1M)
-	if err != nil {
-		return err
 	}
 	versions, err := join.ReadServerVersions(ctx, f.Client(1))
 	if err != nil {

@@ -15,15 +15,27 @@ const containerdSockets = "/run/k1m/*/containerd/containerd.sock"
 // Import loads every image archive (*.tar) of dir into every running
 // node's containerd, as the kubelet's image store (namespace k8s.io).
 func (c *Cluster) Import(ctx context.Context, dir string) error {
-	socks := runningSockets()
-	if len(socks) == 0 {
-		return fmt.Errorf("no node's containerd is running (make cluster first)")
-	}
 	archives, err := filepath.Glob(filepath.Join(dir, "*.tar"))
 	if err != nil || len(archives) == 0 {
 		return fmt.Errorf("no image archives (*.tar) in %s", dir)
 	}
-	if err := c.checkImportRoom(dir, archives, len(socks)); err != nil {
+	return c.importArchives(ctx, dir, archives)
+}
+
+// ImportArchive loads one image archive into every running node's
+// containerd, as Import does.
+func (c *Cluster) ImportArchive(ctx context.Context, archive string) error {
+	return c.importArchives(ctx, archive, []string{archive})
+}
+
+// importArchives loads archives (from where, for messages) into every
+// running node's containerd.
+func (c *Cluster) importArchives(ctx context.Context, where string, archives []string) error {
+	socks := runningSockets()
+	if len(socks) == 0 {
+		return fmt.Errorf("no node's containerd is running (make cluster first)")
+	}
+	if err := c.checkImportRoom(where, archives, len(socks)); err != nil {
 		return err
 	}
 	var imports []imageImport
