@@ -233,14 +233,34 @@ func (s *Server) phaseResolve() error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, a := range append(global, netip.MustParseAddr(s.nodeIP), netip.MustParseAddr(s.advertise)) {
-		if !seen[a.String()] {
-			seen[a.String()] = true
-			s.hostIPs = append(s.hostIPs, net.IP(a.AsSlice()))
+	s.hostIPs = hostAddresses(global, netip.MustParseAddr(s.nodeIP), netip.MustParseAddr(s.advertise), s.cfg.ClusterPrefix, s.cfg.ServicePrefix)
+	return nil
+}
+
+// hostAddresses are the server's own addresses: the host's global IPv6
+// addresses, its node address and its advertised address, each once. An
+// address inside the pod or service range is not the host's but the pod
+// network's: the gateway of the node's own pod range on its bridge, there
+// from the first pod until k1m cleanup, so present when a server
+// restarts. Counted as the server's, it would make the route publisher
+// refuse the server's own pod range (a range that holds a server's
+// address), and its pods unreachable from every other node.
+func hostAddresses(global []netip.Addr, nodeIP, advertise netip.Addr, podNetwork ...netip.Prefix) []net.IP {
+	var out []net.IP
+	seen := map[netip.Addr]bool{}
+	for _, a := range global {
+		if !slices.ContainsFunc(podNetwork, func(p netip.Prefix) bool { return p.Contains(a) }) && !seen[a] {
+			seen[a] = true
+			out = append(out, net.IP(a.AsSlice()))
 		}
 	}
-	return nil
+	for _, a := range []netip.Addr{nodeIP, advertise} {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, net.IP(a.AsSlice()))
+		}
+	}
+	return out
 }
 
 // phasePreflight checks directories and ports before anything is written.

@@ -59,7 +59,7 @@ var Scenarios = []Scenario{
 	{Name: "partition-server", CI: true, What: "cut the server whose controller-manager leads off from the other servers (ip6tables) for 60 s; agents still reach it", Run: partitionServer},
 	{Name: "partition-agent", What: "cut agent 1 off from its preferred server (ip6tables) for 60 s", Run: partitionAgent},
 	{Name: "disk-full", What: "fill server 3's etcd file system to 256 MiB free for 30 s, then free it", Run: diskFull},
-	{Name: "upgrade", FromEarlierRelease: true, What: "rolling upgrade from the earlier release: servers 1, 2, 3, then the agents, each stopped and started on this tree's binary", Run: upgrade},
+	{Name: "upgrade", FromEarlierRelease: true, What: "rolling upgrade from the earlier release through the release in between (the replicated database started there) to this tree: servers 1, 2, 3, then the agents, each stopped and started on the next binary", Run: upgrade},
 }
 
 // Select picks scenarios by name from a comma-separated list, in which

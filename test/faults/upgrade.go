@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k1m.dev/k1m/pkg/join"
+	"k1m.dev/k1m/pkg/podnet"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/test/clustercheck"
 	"k1m.dev/k1m/test/database"
@@ -80,7 +82,44 @@ func (f *Fixture) rollTo(ctx context.Context, k1m string) error {
 			return err
 		}
 	}
-	return f.checkUpgraded(ctx, k1m, release)
+	if err := f.checkUpgraded(ctx, k1m, release); err != nil {
+		return err
+	}
+	return f.checkRoutesPublished(ctx)
+}
+
+// checkRoutesPublished waits for every node's pod route published: its
+// range via its address, bound to its Node (pkg/podnet). A node without
+// one has pods no other node reaches.
+func (f *Fixture) checkRoutesPublished(ctx context.Context) error {
+	return poll.Until(ctx, time.Second, time.Minute, "every node's pod route published, via its own address", func(ctx context.Context) error {
+		client := f.Client(1)
+		for _, name := range f.NodeNames() {
+			node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cm, err := client.CoreV1().ConfigMaps(podnet.RoutesNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("node %s (pod range %v): %w", name, node.Spec.PodCIDRs, err)
+			}
+			via, uid, ok := podnet.BoundAddress(cm)
+			if want := internalIP(node); !ok || uid != node.UID || via.String() != want {
+				return fmt.Errorf("node %s's route %v is bound to %s (Node %s), want its address %s (Node %s)", name, cm.Data, via, uid, want, node.UID)
+			}
+		}
+		return nil
+	})
+}
+
+// internalIP is a Node's InternalIP, "" without one.
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }
 
 // startDatabase imports the database's image into every node, waits for
