@@ -140,11 +140,11 @@ faults-test: deps-cluster build images ## the fault campaign's CI subset (SCENAR
 # earlier release, a commit or tag of this repository; the default is the
 # release tagged v1.32.5+k1m.5fe805146d33, which packages no component.
 # UPGRADE_VIA is the release in between, the first the test's replicated
-# database runs on: the default, v1.32.5+k1m.b50ef668db11, packages
+# database runs on: the default, v1.32.5+k1m.a4585a7ee4f9, packages
 # local-path, metrics-server and NetworkPolicy enforcement. It runs on this
 # tree's images, so it must package the same image tags.
 UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
-UPGRADE_VIA  ?= b50ef668db11d2c337e184adb466fe584a403baf
+UPGRADE_VIA  ?= a4585a7ee4f9c3dcdf1b909b6c009f2e51fe6a81
 
 earlier-release: deps-build ## build the earlier releases UPGRADE_FROM and UPGRADE_VIA into $(OUT)/upgrade-from and $(OUT)/upgrade-via (kept by commit in K1M_CACHE_DIR)
 	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from UPGRADE_FROM
