@@ -109,6 +109,10 @@ type Config struct {
 	// watches once created, as a kubelet does; unset, they register at
 	// once from registerWorkers streams (the join burst).
 	JoinRate float64 `json:",omitempty"`
+	// WatchList, when set, makes the simulated nodes stream their lists
+	// (KEP-3157: a watch with sendInitialEvents, as client-go's reflector
+	// does under the WatchListClient gate) instead of a LIST.
+	WatchList bool `json:",omitempty"`
 }
 
 // JoinProfileWindow is how much of a join burst JoinProfile profiles: a
@@ -182,7 +186,7 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		return nil, err
 	}
 	go sim.Run(ctx)
-	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers)
+	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers, cfg.WatchList)
 	if err != nil {
 		return nil, err
 	}

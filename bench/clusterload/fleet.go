@@ -157,8 +157,9 @@ type fleet struct {
 }
 
 // newFleet is a fleet of no nodes, with workers reporting pod statuses.
-func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int) (*fleet, error) {
+func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int, watchList bool) (*fleet, error) {
 	f := &fleet{base: base, perClient: nodesPerConnection, reports: make(chan *corev1.Pod, 1<<16)}
+	f.counts.streamed, f.rules.streamed = watchList, watchList
 	reporter, err := kubernetes.NewForConfig(ownConnection(base))
 	if err != nil {
 		return nil, err
@@ -232,6 +233,8 @@ type counts struct {
 	// after a failed one: it is back after its server went away, by a
 	// relist or by resuming from the version it had.
 	recovered atomic.Int64
+	// streamed: lists are streamed (Config.WatchList), not LISTs.
+	streamed bool
 }
 
 // follow lists, then watches from the list's version, watching again
@@ -242,7 +245,7 @@ type counts struct {
 func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
 	first, down := true, false
 	for ctx.Err() == nil {
-		list, err := lw.list(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		rv, stream, err := f.listOnce(ctx, lw, onEvent)
 		if err != nil {
 			down = true
 			sleepJittered(ctx, time.Second)
@@ -255,15 +258,71 @@ func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Ev
 		} else {
 			f.relists.Add(1)
 		}
-		listed, _ := meta.ListAccessor(list)
-		if onEvent != nil {
-			items, _ := meta.ExtractList(list)
-			for _, o := range items {
-				onEvent(watch.Event{Type: watch.Added, Object: o})
+		if stream != nil {
+			// The streamed list's watch goes on, as the reflector's does.
+			var gone bool
+			rv, gone = f.drain(stream, rv, onEvent)
+			stream.Stop()
+			if gone {
+				down = true
+				continue
 			}
 		}
-		f.watchFrom(ctx, lw, listed.GetResourceVersion(), onEvent, &down)
+		f.watchFrom(ctx, lw, rv, onEvent, &down)
 	}
+}
+
+// listOnce lists (or streams the list of) what lw watches, hands each
+// object to onEvent as Added, and returns the list's version and, for a
+// streamed list, its watch, still open.
+func (f *counts) listOnce(ctx context.Context, lw listWatch, onEvent func(watch.Event)) (string, watch.Interface, error) {
+	if f.streamed {
+		return streamList(ctx, lw, onEvent)
+	}
+	list, err := lw.list(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return "", nil, err
+	}
+	listed, _ := meta.ListAccessor(list)
+	if onEvent != nil {
+		items, _ := meta.ExtractList(list)
+		for _, o := range items {
+			onEvent(watch.Event{Type: watch.Added, Object: o})
+		}
+	}
+	return listed.GetResourceVersion(), nil, nil
+}
+
+// streamList is a list streamed as client-go's reflector streams it
+// under the WatchListClient gate (KEP-3157): a watch that sends the
+// current objects as Added events, then a bookmark marking their end
+// with the version they make. It returns that version and the watch,
+// which goes on with the changes after it.
+func streamList(ctx context.Context, lw listWatch, onEvent func(watch.Event)) (string, watch.Interface, error) {
+	sendInitialEvents := true
+	timeout := int64((minWatchTimeout + time.Duration(rand.Int64N(int64(minWatchTimeout)))).Seconds())
+	w, err := lw.watch(ctx, metav1.ListOptions{SendInitialEvents: &sendInitialEvents, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	if err != nil {
+		return "", nil, err
+	}
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			w.Stop()
+			return "", nil, fmt.Errorf("streaming the list: %v", apierrors.FromObject(ev.Object))
+		case watch.Bookmark:
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				return m.GetResourceVersion(), w, nil
+			}
+		default:
+			if onEvent != nil {
+				onEvent(ev)
+			}
+		}
+	}
+	w.Stop()
+	return "", nil, fmt.Errorf("streaming the list: the watch ended before its initial events did")
 }
 
 // up counts a watch back after a failure.

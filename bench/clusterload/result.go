@@ -355,19 +355,19 @@ func (r *Result) stormMarkdown(b *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches come back once it answers, resumed from the version they had or listed again. Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches))
-	b.WriteString("| build | round | nodes | API ready after | watches back after | relisted / resumed | objects listed: watch cache / etcd | LIST MiB (largest) | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|---|---:|---:|\n")
+	fmt.Fprintf(b, "\n### Reconnect storms: the server restarted under each step's nodes\n\nThe server stopped cleanly and started again, as a rolling upgrade does; every node's %d watches come back once it answers, resumed from the version they had or listed again (%s). Read from the new processes, which live only since the restart: objects the lists returned, LIST bytes, the watch cache's initial events (a streamed list's objects) and watch bytes, CPU until every watch was back, the highest peak RSS, the mutating p99 since the restart.\n\n", len(NodeWatches), r.listing())
+	b.WriteString("| build | round | nodes | API ready after | watches back after | relisted / resumed | objects listed: watch cache / etcd | LIST MiB (largest) | initial events / watch MiB | server cores until back | CPU per node | highest peak RSS | worst mutating p99 | late heartbeats | not Ready |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|---|---:|---:|\n")
 	for _, s := range rows {
 		st := s.Storm
 		if st.Error != "" {
-			fmt.Fprintf(b, "| %s | %d | %d | %s |  |  |  |  |  |  |  |  |  |  |\n", s.Flavour, s.Round, s.Nodes, st.Error)
+			fmt.Fprintf(b, "| %s | %d | %d | %s |  |  |  |  |  |  |  |  |  |  |  |\n", s.Flavour, s.Round, s.Nodes, st.Error)
 			continue
 		}
 		name, peak := st.peakRSS()
-		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d / %d | %.0f / %.0f | %.1f (%s) | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %.1f s | %.1f s | %d / %d | %.0f / %.0f | %.1f (%s) | %.0f / %.1f | %.2f | %v | %s %d MiB | %v (%s) | %d | %d |\n",
 			s.Flavour, s.Round, s.Nodes, st.Up.Seconds(), st.Back.Seconds(), st.Relists, st.Resumed, st.CacheObjects, st.StorageObjects,
-			st.TotalListBytes()/(1<<20), st.largestLists(3), totalCores(st.Processes), st.CPUPerNode(s.Nodes).Round(10*time.Microsecond),
+			st.TotalListBytes()/(1<<20), st.largestLists(3), st.InitEvents, st.WatchBytes/(1<<20), totalCores(st.Processes), st.CPUPerNode(s.Nodes).Round(10*time.Microsecond),
 			name, peak>>20, st.WorstMutating.P99.Round(time.Millisecond), st.WorstMutating.Call, st.LateHeartbeats, st.NotReady)
 	}
 }
@@ -375,7 +375,7 @@ func (r *Result) stormMarkdown(b *strings.Builder) {
 // StormCSV is each step's restart (cluster-storm.csv).
 func (r *Result) StormCSV() [][]string {
 	rows := [][]string{{"flavour", "round", "nodes", "up_s", "back_s", "relists", "resumed", "cache_objects", "storage_objects", "list_mib",
-		"server_cores", "cpu_ms_per_node", "peak_rss_process", "peak_rss_mib", "worst_mutating_call", "worst_mutating_p99_ms", "late_heartbeats", "not_ready", "error"}}
+		"init_events", "watch_mib", "server_cores", "cpu_ms_per_node", "peak_rss_process", "peak_rss_mib", "worst_mutating_call", "worst_mutating_p99_ms", "late_heartbeats", "not_ready", "error"}}
 	f := stats.CSVFloat
 	for _, s := range r.Steps {
 		st := s.Storm
@@ -384,7 +384,7 @@ func (r *Result) StormCSV() [][]string {
 		}
 		name, peak := st.peakRSS()
 		rows = append(rows, []string{s.Flavour, fmt.Sprint(s.Round), fmt.Sprint(s.Nodes), f(st.Up.Seconds()), f(st.Back.Seconds()), fmt.Sprint(st.Relists), fmt.Sprint(st.Resumed),
-			f(st.CacheObjects), f(st.StorageObjects), f(st.TotalListBytes() / (1 << 20)), f(totalCores(st.Processes)),
+			f(st.CacheObjects), f(st.StorageObjects), f(st.TotalListBytes() / (1 << 20)), f(st.InitEvents), f(st.WatchBytes / (1 << 20)), f(totalCores(st.Processes)),
 			f(float64(st.CPUPerNode(s.Nodes)) / float64(time.Millisecond)), name, f(float64(peak) / (1 << 20)), st.WorstMutating.Call,
 			f(float64(st.WorstMutating.P99) / float64(time.Millisecond)), fmt.Sprint(st.LateHeartbeats), fmt.Sprint(st.NotReady), st.Error})
 	}
@@ -556,4 +556,13 @@ func joinRatios(rows []Step) []string {
 			s.Nodes, s.Round, float64(s.JoinCPUPerNode())/float64(st.JoinCPUPerNode()), s.Joined.Seconds()/st.Joined.Seconds()))
 	}
 	return out
+}
+
+// listing says how the simulated nodes list: LIST, or streamed
+// (Config.WatchList).
+func (r *Result) listing() string {
+	if r.Config.WatchList {
+		return "streamed lists: a watch's initial events, WatchList"
+	}
+	return "LIST"
 }

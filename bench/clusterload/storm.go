@@ -31,6 +31,10 @@ const (
 	cacheListedMetric   = "apiserver_cache_list_returned_objects_total"
 	storageListedMetric = "apiserver_storage_list_returned_objects_total"
 	responseSizesMetric = "apiserver_response_sizes"
+	// Streamed lists (Config.WatchList) are watches: their objects are
+	// the watch cache's initial events, their bytes watch event bytes.
+	initEventsMetric = "apiserver_watch_cache_init_events_total"
+	watchSizesMetric = "apiserver_watch_events_sizes"
 )
 
 // Storm is what a server restart under a step's nodes cost.
@@ -45,6 +49,10 @@ type Storm struct {
 	// from the watch cache and from etcd, and LIST bytes sent by resource.
 	CacheObjects, StorageObjects float64
 	ListBytes                    map[string]float64
+	// InitEvents are the objects the watch cache sent as watches' initial
+	// events (streamed lists, and watches resumed from a version it
+	// holds), WatchBytes every watch event's bytes.
+	InitEvents, WatchBytes float64
 	// Processes are the new processes' CPU from the stop until Back, and
 	// their peak resident memory.
 	Processes      []Component
@@ -118,6 +126,8 @@ func (st *Storm) fill(start time.Time, heartbeats nodesim.Stats, relists int64, 
 	for resource, bytes := range after.metrics.HistogramSumsWhere(responseSizesMetric, "resource", map[string]string{"verb": "LIST"}) {
 		st.ListBytes[resource] = bytes
 	}
+	st.InitEvents = after.metrics.Sum(initEventsMetric)
+	st.WatchBytes = after.metrics.HistogramSum(watchSizesMetric)
 	st.WorstMutating = worstMutating(reading{}, after)
 	st.LateHeartbeats = after.heartbeat.Sub(heartbeats).Late
 }

@@ -1,9 +1,15 @@
 package clusterload
 
 import (
+	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"k1m.dev/k1m/bench/apimetrics"
 	"k1m.dev/k1m/bench/nodesim"
@@ -26,6 +32,13 @@ apiserver_response_sizes_count{verb="LIST",resource="pods"} 100
 apiserver_response_sizes_bucket{verb="GET",resource="pods",le="+Inf"} 10
 apiserver_response_sizes_sum{verb="GET",resource="pods"} 99999999
 apiserver_response_sizes_count{verb="GET",resource="pods"} 10
+# TYPE apiserver_watch_cache_init_events_total counter
+apiserver_watch_cache_init_events_total{resource="pods"} 700
+apiserver_watch_cache_init_events_total{resource="services"} 300
+# TYPE apiserver_watch_events_sizes histogram
+apiserver_watch_events_sizes_bucket{group="",version="v1",kind="Pod",le="+Inf"} 10
+apiserver_watch_events_sizes_sum{group="",version="v1",kind="Pod"} 3145728
+apiserver_watch_events_sizes_count{group="",version="v1",kind="Pod"} 10
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +52,7 @@ apiserver_response_sizes_count{verb="GET",resource="pods"} 10
 	st.Back = 10 * time.Second
 	st.fill(start, nodesim.Stats{Late: 50}, 100, after)
 	want := Storm{Back: 10 * time.Second, Relists: 1200, CacheObjects: 3500, StorageObjects: 1000,
-		ListBytes: map[string]float64{"services": 2 << 20, "pods": 1 << 20},
+		ListBytes: map[string]float64{"services": 2 << 20, "pods": 1 << 20}, InitEvents: 1000, WatchBytes: 3 << 20,
 		Processes: []Component{{Name: "k1m server", Count: 1, Cores: 1.5, RSS: 900 << 20}, {Name: "containerd", Count: 1, Cores: 0.1, RSS: 50 << 20}},
 		PeakRSS:   map[string]int64{"k1m server": 1200 << 20, "containerd": 60 << 20}, LateHeartbeats: 200}
 	if !reflect.DeepEqual(st, want) {
@@ -57,5 +70,60 @@ apiserver_response_sizes_count{verb="GET",resource="pods"} 10
 	// 1.6 cores for 10 s over 1,000 nodes.
 	if got, want := st.CPUPerNode(1000), 16*time.Millisecond; got != want {
 		t.Errorf("CPUPerNode(1000) = %v, want %v", got, want)
+	}
+}
+
+// fakeListWatch is a listWatch whose watch call records its options and
+// returns w.
+func fakeListWatch(w watch.Interface, got *metav1.ListOptions) listWatch {
+	return listWatch{watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) { *got = o; return w, nil }}
+}
+
+func TestStreamListReadsTheInitialEventsAndKeepsTheWatch(t *testing.T) {
+	w := watch.NewFakeWithChanSize(4, false)
+	pod := func(name, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+	}
+	w.Add(pod("a", "5"))
+	w.Add(pod("b", "7"))
+	w.Action(watch.Bookmark, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+	w.Modify(pod("a", "10"))
+	var opts metav1.ListOptions
+	var seen []string
+	rv, stream, err := streamList(context.Background(), fakeListWatch(w, &opts), func(ev watch.Event) {
+		seen = append(seen, string(ev.Type)+" "+ev.Object.(*corev1.Pod).Name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv != "9" || stream != watch.Interface(w) || !slices.Equal(seen, []string{"ADDED a", "ADDED b"}) {
+		t.Errorf("streamList = %q, %v, saw %v; want 9, the watch, [ADDED a ADDED b]", rv, stream, seen)
+	}
+	if next := <-stream.ResultChan(); next.Type != watch.Modified {
+		t.Errorf("the watch after the initial events sent %s first, want the change after them", next.Type)
+	}
+	timeout := opts.TimeoutSeconds
+	opts.TimeoutSeconds = nil
+	yes := true
+	want := metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}
+	if !reflect.DeepEqual(opts, want) || timeout == nil || *timeout < 300 || *timeout >= 600 {
+		t.Errorf("watch options %+v (timeout %v), want %+v and a timeout of 5 to 10 minutes", opts, timeout, want)
+	}
+}
+
+func TestStreamListFailsWithoutTheEndOfItsInitialEvents(t *testing.T) {
+	for name, send := range map[string]func(w *watch.FakeWatcher){
+		"an error": func(w *watch.FakeWatcher) {
+			w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old"})
+		},
+		"the end of the watch": func(w *watch.FakeWatcher) { w.Stop() },
+	} {
+		w := watch.NewFakeWithChanSize(2, false)
+		w.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "5"}})
+		send(w)
+		var opts metav1.ListOptions
+		if rv, stream, err := streamList(context.Background(), fakeListWatch(w, &opts), nil); err == nil || stream != nil || rv != "" {
+			t.Errorf("%s: streamList = %q, %v, %v; want an error", name, rv, stream, err)
+		}
 	}
 }
