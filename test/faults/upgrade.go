@@ -40,11 +40,16 @@ func upgrade(ctx context.Context, f *Fixture) error {
 	if err := f.rollTo(ctx, f.opts.ViaK1M); err != nil {
 		return err
 	}
-	if err := f.checkGainedComponents(ctx); err != nil {
+	// The database needs the volumes only: it starts while metrics-server
+	// does, which checkGainedComponents then waits for.
+	if err := f.waitGained(ctx, false); err != nil {
 		return err
 	}
 	db, written, err := f.startDatabase(ctx)
 	if err != nil {
+		return err
+	}
+	if err := f.checkGainedComponents(ctx); err != nil {
 		return err
 	}
 	if err := f.rollTo(ctx, f.opts.K1M); err != nil {
@@ -178,7 +183,20 @@ func databaseKeepsItsWrites(ctx context.Context, db *database.DB, written []stri
 // earlier did not: the default StorageClass with its provisioner, and
 // metrics-server behind an available Metrics API.
 func (f *Fixture) checkGainedComponents(ctx context.Context) error {
-	return poll.Until(ctx, time.Second, 3*time.Minute, "the upgraded cluster's default StorageClass, local-path provisioner and Metrics API available", func(ctx context.Context) error {
+	return f.waitGained(ctx, true)
+}
+
+// waitGained waits for the default StorageClass and its provisioner
+// available and, withMetrics, metrics-server and the Metrics API.
+func (f *Fixture) waitGained(ctx context.Context, withMetrics bool) error {
+	type deployment struct{ namespace, name string }
+	want := []deployment{{"local-path-storage", "local-path-provisioner"}}
+	what, has := "the upgraded cluster's default StorageClass and local-path provisioner", "the local-path provisioner"
+	if withMetrics {
+		want = append(want, deployment{"kube-system", "metrics-server"})
+		what, has = what+", metrics-server and the Metrics API", has+" and metrics-server"
+	}
+	return poll.Until(ctx, time.Second, 3*time.Minute, what, func(ctx context.Context) error {
 		client := f.Client(1)
 		class, err := client.StorageV1().StorageClasses().Get(ctx, clustercheck.DefaultStorageClass, metav1.GetOptions{})
 		if err != nil {
@@ -187,7 +205,7 @@ func (f *Fixture) checkGainedComponents(ctx context.Context) error {
 		if class.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
 			return fmt.Errorf("StorageClass %s is not the default: annotations %v", class.Name, class.Annotations)
 		}
-		for _, d := range []struct{ namespace, name string }{{"local-path-storage", "local-path-provisioner"}, {"kube-system", "metrics-server"}} {
+		for _, d := range want {
 			deploy, err := client.AppsV1().Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -196,10 +214,12 @@ func (f *Fixture) checkGainedComponents(ctx context.Context) error {
 				return fmt.Errorf("Deployment %s/%s: %d of %d replicas available", d.namespace, d.name, deploy.Status.AvailableReplicas, deploy.Status.Replicas)
 			}
 		}
-		if data, err := client.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").DoRaw(ctx); err != nil {
-			return fmt.Errorf("the Metrics API: %v: %s", err, data)
+		if withMetrics {
+			if data, err := client.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes").DoRaw(ctx); err != nil {
+				return fmt.Errorf("the Metrics API: %v: %s", err, data)
+			}
 		}
-		f.logf("the upgraded cluster runs the local-path provisioner behind StorageClass %s, and metrics-server", class.Name)
+		f.logf("the upgraded cluster runs %s behind StorageClass %s", has, class.Name)
 		return nil
 	})
 }
