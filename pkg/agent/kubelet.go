@@ -10,11 +10,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	// Registers Kubernetes' feature gates, client-go's among them, in
-	// utilfeature's and makes client-go read its gates there.
-	_ "k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -38,9 +34,6 @@ func (n *node) startKubelet(ctx context.Context) error {
 	kc := kubeletConfig(p, n.settings, cfg.CgroupRoot, n.ctrd.Endpoint(), cfg.PodLogsDir, cfg.KubeReservedMemory)
 	kc.RegisterWithTaints = cfg.Taints // --node-taint, at registration
 	if err := writeKubeletConfig(p.KubeletConfig, kc); err != nil {
-		return err
-	}
-	if err := useNodeFeatureGates(); err != nil {
 		return err
 	}
 	n.say("starting the kubelet (renews its Lease every %s, lease %ds)", n.settings.RenewInterval, n.settings.LeaseDurationSeconds)
@@ -102,19 +95,6 @@ func kubeletConfig(p config.AgentPaths, s join.Settings, cgroupRoot, endpoint, p
 	}
 	flavor.SetKubeletRenewInterval(c, s.RenewInterval)
 	return c
-}
-
-// useNodeFeatureGates sets constants.NodeFeatureGates in this process's
-// feature gates, which the kubelet, kube-proxy and the agent's own
-// informers (pod routes, NetworkPolicy rules) share, and client-go reads
-// when an informer is made: set here, before the kubelet starts and the
-// agent's informers are made, not whenever the kubelet gets to reading
-// its configuration.
-func useNodeFeatureGates() error {
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(constants.NodeFeatureGates); err != nil {
-		return fmt.Errorf("the nodes' feature gates %v: %w", constants.NodeFeatureGates, err)
-	}
-	return nil
 }
 
 // writeKubeletConfig writes c as YAML, rewritten at every start.

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	clientfeatures "k8s.io/client-go/features"
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/flavor"
@@ -120,15 +119,5 @@ func TestNodeLabelsArg(t *testing.T) {
 	}
 	if got := nodeLabelsArg(nil); got != nil {
 		t.Errorf("nodeLabelsArg of no labels = %q, want none", got)
-	}
-}
-
-func TestNodeFeatureGatesReachClientGo(t *testing.T) {
-	if err := useNodeFeatureGates(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = utilfeature.DefaultMutableFeatureGate.Set("WatchListClient=false") })
-	if !clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
-		t.Error("client-go's WatchListClient is off after useNodeFeatureGates: informers would LIST")
 	}
 }
