@@ -238,24 +238,6 @@ func (s Snapshot) HistogramSumsWhere(name, by string, where map[string]string) m
 	return out
 }
 
-// HistogramCountsWhere counts the observations of histogram family
-// name's series whose labels hold every pair of where, per value of label
-// by (e.g. apiserver_watch_list_duration_seconds per resource: the
-// streamed lists served).
-func (s Snapshot) HistogramCountsWhere(name, by string, where map[string]string) map[string]float64 {
-	out := map[string]float64{}
-	for _, m := range s[name].GetMetric() {
-		matches := true
-		for k, v := range where {
-			matches = matches && label(m, k) == v
-		}
-		if matches {
-			out[label(m, by)] += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return out
-}
-
 // Sum is the sum of family name's series (counters and gauges), 0 when
 // it is absent.
 func (s Snapshot) Sum(name string) float64 {

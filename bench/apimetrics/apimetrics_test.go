@@ -166,24 +166,3 @@ apiserver_longrunning_requests{resource="pods",scope="cluster",verb="WATCH"} 7
 		t.Errorf("SumWhere = %v, want %v", got, want)
 	}
 }
-
-func TestHistogramCountsWhereCountsPerLabel(t *testing.T) {
-	s, err := Parse(`# TYPE apiserver_watch_list_duration_seconds histogram
-apiserver_watch_list_duration_seconds_bucket{group="",resource="services",scope="cluster",version="v1",le="+Inf"} 3
-apiserver_watch_list_duration_seconds_sum{group="",resource="services",scope="cluster",version="v1"} 0.3
-apiserver_watch_list_duration_seconds_count{group="",resource="services",scope="cluster",version="v1"} 3
-apiserver_watch_list_duration_seconds_bucket{group="discovery.k8s.io",resource="endpointslices",scope="cluster",version="v1"} 2
-apiserver_watch_list_duration_seconds_sum{group="discovery.k8s.io",resource="endpointslices",scope="cluster",version="v1"} 0.2
-apiserver_watch_list_duration_seconds_count{group="discovery.k8s.io",resource="endpointslices",scope="cluster",version="v1"} 2
-apiserver_watch_list_duration_seconds_bucket{group="",resource="pods",scope="namespace",version="v1",le="+Inf"} 5
-apiserver_watch_list_duration_seconds_sum{group="",resource="pods",scope="namespace",version="v1"} 0.5
-apiserver_watch_list_duration_seconds_count{group="",resource="pods",scope="namespace",version="v1"} 5
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := s.HistogramCountsWhere("apiserver_watch_list_duration_seconds", "resource", map[string]string{"scope": "cluster"})
-	if want := map[string]float64{"services": 3, "endpointslices": 2}; !reflect.DeepEqual(got, want) {
-		t.Errorf("HistogramCountsWhere = %v, want %v", got, want)
-	}
-}

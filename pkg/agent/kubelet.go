@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net"
 	"slices"
@@ -88,7 +87,6 @@ func kubeletConfig(p config.AgentPaths, s join.Settings, cgroupRoot, endpoint, p
 			"imagefs.available": constants.EvictionDiskFree,
 			"nodefs.inodesFree": constants.EvictionDiskFree,
 		},
-		FeatureGates: maps.Clone(constants.NodeFeatureGates),
 	}
 	if kubeReservedMemory > 0 {
 		c.KubeReserved = map[string]string{"memory": strconv.FormatInt(kubeReservedMemory, 10)}
@@ -152,15 +150,5 @@ func proxyArgs(p config.AgentPaths, nodeName, mode, clusterCIDR string) []string
 		// listens beyond it (docs/security.md).
 		"--healthz-bind-address=" + net.JoinHostPort("::1", strconv.Itoa(constants.KubeProxyHealthzPort)),
 		"--metrics-bind-address=" + net.JoinHostPort("::1", strconv.Itoa(constants.KubeProxyMetricsPort)),
-		"--feature-gates=" + featureGatesArg(constants.NodeFeatureGates),
 	}
-}
-
-// featureGatesArg is gates as a --feature-gates value, sorted by name.
-func featureGatesArg(gates map[string]bool) string {
-	pairs := make([]string, 0, len(gates))
-	for _, name := range slices.Sorted(maps.Keys(gates)) {
-		pairs = append(pairs, fmt.Sprintf("%s=%t", name, gates[name]))
-	}
-	return strings.Join(pairs, ",")
 }

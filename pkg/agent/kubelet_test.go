@@ -86,7 +86,6 @@ func TestKubeletConfigFileIsWhatTheKubeletAccepts(t *testing.T) {
 		{"imageGCHighThresholdPercent", got.ImageGCHighThresholdPercent, int32(85)},
 		{"imageGCLowThresholdPercent", got.ImageGCLowThresholdPercent, int32(80)},
 		{"evictionHard", got.EvictionHard, map[string]string{"memory.available": "100Mi", "nodefs.available": "5%", "imagefs.available": "5%", "nodefs.inodesFree": "5%"}},
-		{"featureGates", got.FeatureGates, map[string]bool{"WatchListClient": true}},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %#v, want %#v", c.field, c.got, c.want)
@@ -106,7 +105,7 @@ func TestKubeletAndProxyArgs(t *testing.T) {
 	}
 	wantProxy := []string{"--kubeconfig=/d/kubelet.kubeconfig", "--hostname-override=n1", "--proxy-mode=iptables", "--cluster-cidr=fddf:4035:b500::/44",
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
-		"--healthz-bind-address=[::1]:10256", "--metrics-bind-address=[::1]:10249", "--feature-gates=WatchListClient=true"}
+		"--healthz-bind-address=[::1]:10256", "--metrics-bind-address=[::1]:10249"}
 	if got := proxyArgs(p, "n1", "iptables", "fddf:4035:b500::/44"); !slices.Equal(got, wantProxy) {
 		t.Errorf("kube-proxy args\n got %q\nwant %q", got, wantProxy)
 	}

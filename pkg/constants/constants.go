@@ -81,17 +81,6 @@ const (
 	SchedulerPort         = 10259
 )
 
-// NodeFeatureGates are the feature gates every node's kubelet and
-// kube-proxy run with (they share one process, and so one set of gates).
-// WatchListClient (KEP-3157, beta and off in 1.32 but for the
-// controller-manager): a list a node's informer makes again, after its
-// server restarted and its watch cache no longer holds the version the
-// watch had, is streamed from the watch cache as a watch's initial events
-// instead of a LIST, so kube-apiserver does not build every node's
-// response whole in memory at once during a reconnect storm
-// (docs/performance.md#reconnect-storms).
-var NodeFeatureGates = map[string]bool{"WatchListClient": true}
-
 // AgentLoadBalancerPort is where each agent's client-side load balancer
 // (pkg/agent/loadbalancer) listens, on [::1] only: the agent's kubelet and
 // kube-proxy reach the cluster's API servers through it (k3s's agent uses
