@@ -33,7 +33,7 @@ const (
 	responseSizesMetric = "apiserver_response_sizes"
 	// Streamed lists (Config.WatchList) are watches: their objects are
 	// the watch cache's initial events, their bytes watch event bytes.
-	initEventsMetric = "apiserver_watch_cache_init_events_total"
+	initEventsMetric = "apiserver_init_events_total"
 	watchSizesMetric = "apiserver_watch_events_sizes"
 )
 

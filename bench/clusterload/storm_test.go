@@ -32,9 +32,9 @@ apiserver_response_sizes_count{verb="LIST",resource="pods"} 100
 apiserver_response_sizes_bucket{verb="GET",resource="pods",le="+Inf"} 10
 apiserver_response_sizes_sum{verb="GET",resource="pods"} 99999999
 apiserver_response_sizes_count{verb="GET",resource="pods"} 10
-# TYPE apiserver_watch_cache_init_events_total counter
-apiserver_watch_cache_init_events_total{resource="pods"} 700
-apiserver_watch_cache_init_events_total{resource="services"} 300
+# TYPE apiserver_init_events_total counter
+apiserver_init_events_total{resource="pods"} 700
+apiserver_init_events_total{resource="services"} 300
 # TYPE apiserver_watch_events_sizes histogram
 apiserver_watch_events_sizes_bucket{group="",version="v1",kind="Pod",le="+Inf"} 10
 apiserver_watch_events_sizes_sum{group="",version="v1",kind="Pod"} 3145728
