@@ -53,10 +53,12 @@ func (n *node) watch(ctx context.Context) error {
 	n.annotated = annotated
 	if !n.cfg.Embedded {
 		var removed func([]string)
+		var spread func(time.Duration)
 		if n.balancer != nil {
-			removed = n.balancer.SetRemoved
+			removed, spread = n.balancer.SetRemoved, n.balancer.SetRebalanceSpread
+			spread(n.settings.RebalanceSpread)
 		}
-		n.changed = watchSettings(ctx, n.client, n.settings, removed)
+		n.changed = watchSettings(ctx, n.client, n.settings, removed, spread)
 	}
 	return nil
 }
@@ -81,9 +83,10 @@ func describeLease(s join.Settings) string {
 // 30 s made 3,333 reads a second of the durable etcd at 100,000 nodes) and
 // sends the first settings whose lease profile differs from running;
 // settings that do not parse are ignored until they change again. Each
-// version's removed servers go to removed (nil: nowhere): the balancer
-// forgets them, with no request of its own.
-func watchSettings(ctx context.Context, client kubernetes.Interface, running join.Settings, removed func([]string)) <-chan join.Settings {
+// version's removed servers go to removed and its rebalance spread to
+// spread (nil: nowhere): the balancer forgets the servers and spreads its
+// moves, with no request of its own.
+func watchSettings(ctx context.Context, client kubernetes.Interface, running join.Settings, removed func([]string), spread func(time.Duration)) <-chan join.Settings {
 	changed := make(chan join.Settings, 1)
 	ctx, found := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(join.PublicNamespace),
@@ -99,6 +102,9 @@ func watchSettings(ctx context.Context, client kubernetes.Interface, running joi
 			removed(join.RemovedServers(cm.Data))
 		}
 		s, err := join.SettingsFromData(cm.Data)
+		if err == nil && spread != nil && ctx.Err() == nil {
+			spread(s.RebalanceSpread)
+		}
 		if err != nil || sameLeaseProfile(s, running) || ctx.Err() != nil {
 			return
 		}

@@ -31,7 +31,7 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 	client := fake.NewSimpleClientset(cm)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	changed := watchSettings(ctx, client, running, nil)
+	changed := watchSettings(ctx, client, running, nil, nil)
 	update := func(data map[string]string) {
 		cm = cm.DeepCopy()
 		cm.Data = data
@@ -67,7 +67,7 @@ func TestWatchSettingsPassesRemovedServers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan []string, 10)
-	watchSettings(ctx, client, running, func(r []string) { got <- r })
+	watchSettings(ctx, client, running, func(r []string) { got <- r }, nil)
 	next := func() []string {
 		select {
 		case r := <-got:
@@ -125,5 +125,45 @@ func TestRestartDelayIsAcrossTheSpread(t *testing.T) {
 		if got := restartDelay(c.spread, c.r); got != c.want {
 			t.Errorf("restartDelay(%s, %v) = %s, want %s", c.spread, c.r, got, c.want)
 		}
+	}
+}
+
+// TestWatchSettingsPassesTheRebalanceSpread: each version's rebalance
+// spread reaches the balancer, without a lease change; absent, 0.
+func TestWatchSettingsPassesTheRebalanceSpread(t *testing.T) {
+	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
+	client := fake.NewSimpleClientset(cm)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan time.Duration, 10)
+	changed := watchSettings(ctx, client, running, nil, func(d time.Duration) { got <- d })
+	next := func() time.Duration {
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(5 * time.Second):
+			t.Fatal("no spread passed")
+			return 0
+		}
+	}
+	if d := next(); d != 0 {
+		t.Errorf("at first: %v, want 0", d)
+	}
+	larger := running
+	larger.RebalanceSpread = 128 * time.Second
+	cm = cm.DeepCopy()
+	cm.Data = larger.Data()
+	if _, err := client.CoreV1().ConfigMaps(join.PublicNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := next(); d != 128*time.Second {
+		t.Errorf("after the update: %v, want 2m8s", d)
+	}
+	select {
+	case s := <-changed:
+		t.Errorf("a rebalance spread taken for a lease profile change: %+v", s)
+	default:
 	}
 }

@@ -38,6 +38,11 @@ type Settings struct {
 	// profile are spread over: each waits a random part of it (0: none;
 	// absent in the data of earlier releases).
 	RestartSpread time.Duration
+	// RebalanceSpread is how long the agents' moves back to a server
+	// that returned to the list are spread over, when it is longer than
+	// their own delay (0: absent, their own; loadbalancer.Config
+	// RebalanceDelay).
+	RebalanceSpread time.Duration
 	// SlowestInFlight is the slowest renew interval a node could still run
 	// with when the last lease profile change was published: the interval
 	// published before it, or a slower one a Ready node's annotation showed
@@ -59,6 +64,10 @@ const podRoutesKey = "podRoutes"
 // when there is a bound.
 const slowestInFlightKey = "leaseChangeSlowestInFlight"
 
+// rebalanceSpreadKey holds Settings.RebalanceSpread, written only when
+// above 0.
+const rebalanceSpreadKey = "rebalanceSpread"
+
 // Data renders s as ConfigMap data.
 func (s Settings) Data() map[string]string {
 	d := map[string]string{
@@ -73,6 +82,9 @@ func (s Settings) Data() map[string]string {
 	}
 	if s.SlowestInFlight > 0 {
 		d[slowestInFlightKey] = s.SlowestInFlight.String()
+	}
+	if s.RebalanceSpread > 0 {
+		d[rebalanceSpreadKey] = s.RebalanceSpread.String()
 	}
 	return d
 }
@@ -92,6 +104,11 @@ func SettingsFromData(d map[string]string) (Settings, error) {
 	if v, ok := d["leaseChangeRestartSpread"]; ok {
 		if s.RestartSpread, err = time.ParseDuration(v); err != nil || s.RestartSpread < 0 {
 			return Settings{}, fmt.Errorf("%s/%s: leaseChangeRestartSpread %q: want a duration, 0s or more", PublicNamespace, SettingsName, v)
+		}
+	}
+	if v, ok := d[rebalanceSpreadKey]; ok {
+		if s.RebalanceSpread, err = time.ParseDuration(v); err != nil || s.RebalanceSpread <= 0 {
+			return Settings{}, fmt.Errorf("%s/%s: %s %q: want a duration above 0s", PublicNamespace, SettingsName, rebalanceSpreadKey, v)
 		}
 	}
 	if v, ok := d[slowestInFlightKey]; ok {

@@ -245,3 +245,28 @@ func TestClusterInfoWithTwoClustersIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
+
+// The agents' rebalance spread is written only when there is one (a
+// cluster large enough): absent, it reads as 0, their own delay.
+func TestSettingsRebalanceSpreadRoundTrip(t *testing.T) {
+	s := Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a", ClusterCIDR: "fddf:4035:b500::/44", ServiceCIDR: "fddf:4035:b510::/108",
+		PodRoutes: constants.PodRoutesK1m}
+	if _, ok := s.Data()["rebalanceSpread"]; ok {
+		t.Errorf("rebalanceSpread written without a spread: %v", s.Data())
+	}
+	s.RebalanceSpread = 64 * time.Second
+	if got := s.Data()["rebalanceSpread"]; got != "1m4s" {
+		t.Errorf("rebalanceSpread %q, want 1m4s", got)
+	}
+	if got, err := SettingsFromData(s.Data()); err != nil || got != s {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, s)
+	}
+	for _, v := range []string{"0s", "-1s", "soon"} {
+		bad := s.Data()
+		bad["rebalanceSpread"] = v
+		want := `kube-public/k1m-cluster: rebalanceSpread "` + v + `": want a duration above 0s`
+		if _, err := SettingsFromData(bad); err == nil || err.Error() != want {
+			t.Errorf("rebalanceSpread %q: %v, want %s", v, err, want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"k1m.dev/k1m/pkg/agent/loadbalancer"
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/join"
@@ -38,6 +39,27 @@ const agentRestartsPerSecond = 100
 // whose grace period a node on the old interval keeps within.
 func restartSpread(nodes int) time.Duration {
 	return time.Duration(nodes) * time.Second / agentRestartsPerSecond
+}
+
+// rebalanceSpread is what the servers publish for the agents' moves back
+// to a server that returned to the list (join.Settings.RebalanceSpread).
+// A move makes the node list again what it watches, on that server's new
+// watch cache, as a restart does: restartSpread of the node count (the
+// nodes preferring that server move at about agentRestartsPerSecond over
+// the number of servers), rounded up to a power of two seconds, so that
+// k1m-cluster, which every agent watches, changes only when the node
+// count doubles. None (0) while the agents' own delay is as long: up to
+// 3,000 nodes.
+func rebalanceSpread(nodes int) time.Duration {
+	d := restartSpread(nodes)
+	if d <= loadbalancer.DefaultRebalanceDelay {
+		return 0
+	}
+	s := time.Second
+	for s < d {
+		s *= 2
+	}
+	return s
 }
 
 // renewalBound is the longest renew interval a node's own annotation is

@@ -202,6 +202,17 @@ func TestRestartSpreadKeepsTheRestartRate(t *testing.T) {
 	}
 }
 
+func TestRebalanceSpreadFromThreeThousandNodesInPowersOfTwo(t *testing.T) {
+	for nodes, want := range map[int]time.Duration{
+		0: 0, 3: 0, 3_000: 0, // the agents' own 30 s
+		3_001: 32 * time.Second, 6_400: 64 * time.Second, 10_000: 128 * time.Second, 100_000: 1024 * time.Second,
+	} {
+		if got := rebalanceSpread(nodes); got != want {
+			t.Errorf("rebalanceSpread(%d) = %s, want %s", nodes, got, want)
+		}
+	}
+}
+
 // One start raises at most maxIgnoredReported Events, however many nodes
 // forged their annotation: each is a request before the server goes on.
 func TestReportIgnoredIsBounded(t *testing.T) {

@@ -427,6 +427,13 @@ func (s *Server) phasePublish(ctx context.Context, client kubernetes.Interface, 
 		return err
 	}
 	settings.RestartSpread, settings.SlowestInFlight = change.spread, change.slowestInFlight
+	if published != nil {
+		nodes, err := dnsscale.CountNodes(ctx, client)
+		if err != nil {
+			return fmt.Errorf("sizing the agents' rebalance spread: %w", err)
+		}
+		settings.RebalanceSpread = rebalanceSpread(nodes)
+	}
 	if err := s.checkRelease(join.ServerVersions(published)); err != nil {
 		return err
 	}

@@ -128,6 +128,9 @@ type LoadBalancer struct {
 	// generation counts list changes: a rebalance scheduled for an older
 	// list does nothing.
 	generation int
+	// rebalanceSpread is the cluster's (SetRebalanceSpread): rebalances
+	// wait a random part of it when it is longer than RebalanceDelay.
+	rebalanceSpread time.Duration
 
 	updateMu sync.Mutex
 

@@ -485,3 +485,20 @@ func TestPortIsNoOtherListeners(t *testing.T) {
 		}
 	}
 }
+
+// The cluster's rebalance spread replaces the balancer's own delay only
+// when it is longer.
+func TestRebalanceWindowIsTheLongerOfTheDelayAndTheClustersSpread(t *testing.T) {
+	s := startServer(t, "a")
+	lb, _ := start(t, Config{Server: "https://" + s.addr, NodeName: "n1"})
+	for _, c := range []struct{ spread, want time.Duration }{
+		{0, 10 * time.Millisecond}, // fast's RebalanceDelay
+		{64 * time.Second, 64 * time.Second},
+		{time.Millisecond, 10 * time.Millisecond},
+	} {
+		lb.SetRebalanceSpread(c.spread)
+		if got := lb.rebalanceWindow(); got != c.want {
+			t.Errorf("spread %v: window %v, want %v", c.spread, got, c.want)
+		}
+	}
+}

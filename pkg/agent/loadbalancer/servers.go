@@ -134,7 +134,26 @@ func (lb *LoadBalancer) change(next func() []string) {
 		}
 	}
 	lb.report()
-	time.AfterFunc(rand.N(lb.cfg.RebalanceDelay), func() { lb.rebalance(generation) })
+	time.AfterFunc(rand.N(lb.rebalanceWindow()), func() { lb.rebalance(generation) })
+}
+
+// SetRebalanceSpread sets the cluster's rebalance spread (k1m-cluster's
+// rebalanceSpread, which the servers size by the node count): a move back
+// to a server that returned makes the node list again what it watches
+// on that server's new watch cache, and the cluster's nodes that prefer
+// it must not all do so at once.
+func (lb *LoadBalancer) SetRebalanceSpread(d time.Duration) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	lb.rebalanceSpread = d
+}
+
+// rebalanceWindow is what a rebalance waits a random part of: the
+// cluster's spread, or RebalanceDelay when that is longer.
+func (lb *LoadBalancer) rebalanceWindow() time.Duration {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return max(lb.cfg.RebalanceDelay, lb.rebalanceSpread)
 }
 
 // setServers installs list (normalized) and returns the connections of
