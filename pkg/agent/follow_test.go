@@ -60,12 +60,7 @@ func TestWatchSettingsSendsTheFirstLeaseChange(t *testing.T) {
 // TestWatchSettingsPassesRemovedServers: each version of k1m-cluster's
 // removed servers reaches the balancer, without a lease change.
 func TestWatchSettingsPassesRemovedServers(t *testing.T) {
-	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
-		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
-	client := fake.NewSimpleClientset(cm)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	running, _, client, ctx := publishedSettings(t)
 	got := make(chan []string, 10)
 	watchSettings(ctx, client, running, func(r []string) { got <- r }, nil)
 	next := func() []string {
@@ -131,12 +126,7 @@ func TestRestartDelayIsAcrossTheSpread(t *testing.T) {
 // TestWatchSettingsPassesTheRebalanceSpread: each version's rebalance
 // spread reaches the balancer, without a lease change; absent, 0.
 func TestWatchSettingsPassesTheRebalanceSpread(t *testing.T) {
-	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
-		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
-	client := fake.NewSimpleClientset(cm)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	running, cm, client, ctx := publishedSettings(t)
 	got := make(chan time.Duration, 10)
 	changed := watchSettings(ctx, client, running, nil, func(d time.Duration) { got <- d })
 	next := func() time.Duration {
@@ -166,4 +156,15 @@ func TestWatchSettingsPassesTheRebalanceSpread(t *testing.T) {
 		t.Errorf("a rebalance spread taken for a lease profile change: %+v", s)
 	default:
 	}
+}
+
+// publishedSettings are a cluster's settings, published in k1m-cluster
+// on a fake API, for the test's life.
+func publishedSettings(t *testing.T) (join.Settings, *corev1.ConfigMap, *fake.Clientset, context.Context) {
+	running := join.Settings{RenewInterval: 10 * time.Second, LeaseDurationSeconds: 40, ClusterDomain: "cluster.local", ClusterDNS: "fddf:4035:b510::a",
+		ClusterCIDR: "fddf:4035:b500::/48", ServiceCIDR: "fddf:4035:b510::/108", PodRoutes: constants.PodRoutesK1m}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: join.PublicNamespace, Name: join.SettingsName}, Data: running.Data()}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return running, cm, fake.NewSimpleClientset(cm), ctx
 }
