@@ -147,8 +147,8 @@ UPGRADE_FROM ?= 5fe805146d33a53725c73c0fa31e894fa4498f3b
 UPGRADE_VIA  ?= a4585a7ee4f9c3dcdf1b909b6c009f2e51fe6a81
 
 earlier-release: deps-build ## build the earlier releases UPGRADE_FROM and UPGRADE_VIA into $(OUT)/upgrade-from and $(OUT)/upgrade-via (kept by commit in K1M_CACHE_DIR)
-	$(LOW) hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from UPGRADE_FROM
-	$(LOW) hack/earlier-release.sh $(UPGRADE_VIA) $(OUT)/upgrade-via UPGRADE_VIA
+	$(LOW) sh -c 'hack/earlier-release.sh $(UPGRADE_FROM) $(OUT)/upgrade-from UPGRADE_FROM && \
+	  hack/earlier-release.sh $(UPGRADE_VIA) $(OUT)/upgrade-via UPGRADE_VIA'
 
 upgrade-test: FAULTS_TIMEOUT = 25m
 upgrade-test: deps-cluster build images conformance-images earlier-release ## make test's part: the rolling upgrade from UPGRADE_FROM through UPGRADE_VIA to this tree on 3 servers + 2 agents, writes flowing, a replicated database on persistent volumes through the second, then the fault campaign's CI subset on the upgraded cluster, within 25 min
