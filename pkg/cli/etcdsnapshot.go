@@ -67,8 +67,12 @@ func (o *snapshotOptions) saveCommand() *cobra.Command {
 			if err := refuseExternalDurable(o.dataDir); err != nil {
 				return err
 			}
+			src, err := server.LocalSnapshotSources(cmd.Context(), o.dataDir, o.etcdPort)
+			if err != nil {
+				return fmt.Errorf("%w (is the server running with --data-dir %s and --etcd-port %d?)", err, o.dataDir, o.etcdPort)
+			}
 			now := time.Now()
-			info, err := o.store().Save(cmd.Context(), server.DurableEtcdURL(o.etcdPort), server.EtcdClientTLS(o.dataDir),
+			info, err := o.store().Save(cmd.Context(), src, server.EtcdClientTLS(o.dataDir),
 				etcd.SnapshotName(name, node, now), node, version.String(), now)
 			if err != nil {
 				return fmt.Errorf("%w (is the server running with --data-dir %s and --etcd-port %d?)", err, o.dataDir, o.etcdPort)

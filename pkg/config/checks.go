@@ -60,13 +60,16 @@ var fixedPorts = []struct {
 	{"the server's readiness", constants.ServerReadyPort},
 }
 
+// portUse is a port and what listens on it.
+type portUse struct {
+	owner string
+	port  int
+}
+
 // requireDistinctPorts wants every port the server listens on to differ:
 // two listeners on one port fail at start, after files are written.
 func (s *Server) requireDistinctPorts() []error {
-	type use struct {
-		owner string
-		port  int
-	}
+	type use = portUse
 	uses := []use{
 		{"--https-listen-port", s.HTTPSPort},
 		{"--etcd-port", s.EtcdPort}, {"--etcd-port (peer, +1)", s.EtcdPort + 1},
@@ -75,6 +78,7 @@ func (s *Server) requireDistinctPorts() []error {
 	for _, f := range fixedPorts {
 		uses = append(uses, use{f.owner, f.port})
 	}
+	uses = append(uses, s.partitionPorts()...)
 	byPort := map[int][]string{}
 	for _, u := range uses {
 		byPort[u.port] = append(byPort[u.port], u.owner)

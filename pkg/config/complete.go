@@ -36,6 +36,10 @@ type CompletedServer struct {
 	// members of each store (--datastore-endpoint,
 	// --no-fsync-datastore-endpoint); none: the store is embedded.
 	ExternalDurable, ExternalNoFsync []string
+	// Partitions are --etcd-partitions' in constants.StorePartitions'
+	// order; PartitionQuotaBytes is each one's quota.
+	Partitions          []constants.StorePartition
+	PartitionQuotaBytes int64
 	// tokenFromEnv: Token came from $K1M_TOKEN, which Complete removed
 	// from the environment (RestartEnv).
 	tokenFromEnv bool
@@ -81,6 +85,11 @@ func (s Server) Complete() (*CompletedServer, error) {
 	}
 	c.ExternalDurable = Endpoints(s.Datastore.Endpoint)
 	c.ExternalNoFsync = Endpoints(s.Datastore.NoFsyncEndpoint)
+	c.Partitions = s.partitions()
+	c.PartitionQuotaBytes = s.EtcdPartitionQuotaBytes
+	if c.PartitionQuotaBytes == 0 {
+		c.PartitionQuotaBytes = s.EtcdQuotaBytes
+	}
 	c.ServicePrefix = netip.MustParsePrefix(s.ServiceCIDR).Masked()
 	c.ClusterPrefix = netip.MustParsePrefix(s.ClusterCIDR).Masked()
 	c.KubernetesServiceIP = nthAddress(c.ServicePrefix, 1)

@@ -116,6 +116,9 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--disable=traefik":                            `--disable "traefik": want packaged components, comma separated, of local-storage, metrics-server, network-policy`,
 		"--default-local-storage-path=storage":         `--default-local-storage-path "storage": want an absolute, clean directory path other than /, e.g. /var/lib/k1m/storage`,
 		"--default-local-storage-path=/var/lib/../x":   `--default-local-storage-path "/var/lib/../x": want an absolute, clean directory path`,
+		"--etcd-partitions=pods,leases":                `--etcd-partitions: "leases" is not a resource k1m partitions: want some of pods, nodes, endpointslices, configmaps, secrets, comma separated, e.g. pods,nodes`,
+		"--etcd-partitions=pods,pods":                  `--etcd-partitions: "pods" is given twice`,
+		"--etcd-partition-quota-backend-bytes=1000":    "--etcd-partition-quota-backend-bytes 1000: the store has no partitions (--etcd-partitions)",
 		"--kube-scheduler-arg=config=/etc/s.yaml":      `--kube-scheduler-arg "config=/etc/s.yaml" collides with --config, which k1m sets for kube-scheduler itself: k1m writes the scheduler's configuration file`,
 	}
 	for arg, want := range cases {
@@ -515,5 +518,32 @@ func TestRenamedFlagsAreOneSetting(t *testing.T) {
 	_, err = parse(t, "no-fsync-data-dir: /a\nephemeral-data-dir: /b\n")
 	if err == nil || !strings.Contains(err.Error(), "key no-fsync-data-dir is given twice (lines 1 and 2)") {
 		t.Errorf("both names in the file: %v", err)
+	}
+}
+
+// --etcd-partitions resolves to the partitions in their table's order,
+// each with its quota; their ports count with every other listener's.
+func TestPartitionsComplete(t *testing.T) {
+	s, err := parse(t, "", "--etcd-partitions=nodes,pods", "--etcd-quota-backend-bytes=17179869184")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, _ := constants.StorePartitionNamed("pods")
+	nodes, _ := constants.StorePartitionNamed("nodes")
+	if want := []constants.StorePartition{pods, nodes}; !reflect.DeepEqual(c.Partitions, want) || c.PartitionQuotaBytes != 17179869184 {
+		t.Errorf("Partitions %+v, quota %d; want %+v with --etcd-quota-backend-bytes's", c.Partitions, c.PartitionQuotaBytes, want)
+	}
+	s, err = parse(t, "", "--etcd-partitions=pods", "--no-fsync-etcd-port=2383")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--no-fsync-etcd-port and the pods partition's etcd (--etcd-port+4) use the same port 2383: every listener needs its own (each etcd also takes the port after its own)\n" +
+		"--no-fsync-etcd-port (peer, +1) and the pods partition's etcd (peer, --etcd-port+5) use the same port 2384: every listener needs its own (each etcd also takes the port after its own)"
+	if err := s.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v, want %q", err, want)
 	}
 }

@@ -91,8 +91,14 @@ type Server struct {
 	Audit             Audit
 	// EtcdQuotaBytes is the durable etcd's quota (its NOSPACE alarm).
 	EtcdQuotaBytes int64
-	EtcdSnapshots  EtcdSnapshots
-	ClusterReset   ClusterReset
+	// EtcdPartitions names the resources kept in etcd groups of their
+	// own (constants.StorePartitions), each with the quota
+	// EtcdPartitionQuotaBytes (0: EtcdQuotaBytes). A cluster-wide
+	// setting, fixed when the cluster is made.
+	EtcdPartitions          []string
+	EtcdPartitionQuotaBytes int64
+	EtcdSnapshots           EtcdSnapshots
+	ClusterReset            ClusterReset
 	// MemoryLimit is the control plane's memory, a quantity such as 6Gi;
 	// empty: the sizing rule (docs/operations.md).
 	MemoryLimit string
@@ -178,6 +184,8 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Audit.MaxBackup, "audit-log-maxbackup", s.Audit.MaxBackup, "rotated audit log files to keep")
 	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
 	fs.Int64Var(&s.EtcdQuotaBytes, "etcd-quota-backend-bytes", s.EtcdQuotaBytes, "size of the durable etcd's database at which it raises its NOSPACE alarm and refuses writes")
+	fs.StringSliceVar(&s.EtcdPartitions, "etcd-partitions", s.EtcdPartitions, "resources kept each in an etcd raft group of its own beside the durable etcd, comma separated, some of "+strings.Join(constants.StorePartitionNames(), ", ")+" (members on --etcd-port plus 4, 6, 8, 10, 12 in that order); the same on every server, set when the cluster is made")
+	fs.Int64Var(&s.EtcdPartitionQuotaBytes, "etcd-partition-quota-backend-bytes", s.EtcdPartitionQuotaBytes, "size of each partition's database at which it raises its NOSPACE alarm and refuses writes (default: --etcd-quota-backend-bytes)")
 	fs.StringVar(&s.MemoryLimit, "memory-limit", s.MemoryLimit, "memory of the control plane (this process and what it starts but pods), e.g. 6Gi; the node agent's kubelet reserves it (default: the cgroup's limit, else a quarter of the machine, at least 2Gi, when the server runs a node agent)")
 	s.Datastore.addFlags(fs)
 	s.EtcdSnapshots.addFlags(fs)
@@ -287,6 +295,7 @@ func (s *Server) Validate() error {
 	add(s.validateJoin())
 	add(s.Audit.validate())
 	add(requireEtcdQuota(s.EtcdQuotaBytes))
+	add(s.requirePartitions())
 	add(s.EtcdSnapshots.validate())
 	add(s.ClusterReset.validate())
 	passThrough, err := s.PassThrough()

@@ -33,6 +33,57 @@ func EtcdServersOverrides(urls ...string) string {
 	return strings.Join(parts, ",")
 }
 
+// StorePartition is a resource a server can keep in an etcd raft group of
+// its own (--etcd-partitions) instead of the durable etcd: the resources
+// that grow with the nodes, so that one filling its quota leaves writes
+// to the others working, and each group's database stays under its
+// quota at a size where the one store would not.
+type StorePartition struct {
+	// Name is its name on the command line: pods.
+	Name string
+	// Resource is its --etcd-servers-overrides spelling: /pods.
+	Resource string
+	// PortOffset puts its members' client port at --etcd-port plus this
+	// (the peer port is one more): 2383 for pods with the defaults.
+	PortOffset int
+}
+
+// StorePartitions are the resources that can have a partition, in the
+// order servers start them and record them. Leases and Events are not
+// here: they are the no-fsync store's.
+var StorePartitions = []StorePartition{
+	{Name: "pods", Resource: "/pods", PortOffset: 4},
+	{Name: "nodes", Resource: "/nodes", PortOffset: 6},
+	{Name: "endpointslices", Resource: "discovery.k8s.io/endpointslices", PortOffset: 8},
+	{Name: "configmaps", Resource: "/configmaps", PortOffset: 10},
+	{Name: "secrets", Resource: "/secrets", PortOffset: 12},
+}
+
+// StorePartitionNamed is the partition of that name.
+func StorePartitionNamed(name string) (StorePartition, bool) {
+	for _, p := range StorePartitions {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return StorePartition{}, false
+}
+
+// StorePartitionNames are the names of StorePartitions.
+func StorePartitionNames() []string {
+	names := make([]string, len(StorePartitions))
+	for i, p := range StorePartitions {
+		names[i] = p.Name
+	}
+	return names
+}
+
+// Override is kube-apiserver's --etcd-servers-overrides entry
+// that puts the partition's resource on the etcd members at urls.
+func (p StorePartition) Override(urls ...string) string {
+	return p.Resource + "#" + strings.Join(urls, ";")
+}
+
 // DefaultServerDataDir is `k1m server`'s data directory unless told.
 const DefaultServerDataDir = "/var/lib/k1m/server"
 

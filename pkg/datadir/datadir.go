@@ -28,6 +28,7 @@ func (d Server) join(elem ...string) string {
 const (
 	etcdName             = "etcd"
 	noFsyncName          = "etcd-nofsync"
+	partitionsName       = "etcd-partitions"
 	legacyNoFsyncName    = "etcd-ephemeral"
 	etcdSocketsName      = "etcd-sockets"
 	etcdMembersName      = "etcd-members.json"
@@ -55,6 +56,10 @@ func (d Server) Etcd() string { return d.join(etcdName) }
 
 // NoFsyncEtcd is the no-fsync etcd's data unless --no-fsync-data-dir.
 func (d Server) NoFsyncEtcd() string { return d.join(noFsyncName) }
+
+// EtcdPartition is the data of the server's member of a store partition
+// (--etcd-partitions), by its name.
+func (d Server) EtcdPartition(name string) string { return d.join(partitionsName, name) }
 
 // LegacyNoFsyncEtcd is the no-fsync etcd's default directory in releases
 // before it was named etcd-nofsync: removed at start.
@@ -137,6 +142,7 @@ type Entry struct {
 var Layout = []Entry{
 	{etcdName + "/", "the durable etcd"},
 	{noFsyncName + "/", "the no-fsync etcd, emptied at every start (unless --no-fsync-data-dir)"},
+	{partitionsName + "/", "the store partitions' etcds, one directory each (--etcd-partitions)"},
 	{legacyNoFsyncName + "/", "an earlier release's no-fsync etcd, removed at start"},
 	{etcdSocketsName + "/", "the etcds' unix sockets for the server's own kube-apiserver (root only)"},
 	{etcdMembersName, "the cluster's etcd members, on a server that runs none (--disable-etcd)"},

@@ -72,7 +72,7 @@ func TestDocsTable(t *testing.T) {
 // names at the top of the directory is in Layout.
 func TestLayoutNamesEveryPath(t *testing.T) {
 	d := Server("/d")
-	paths := []string{d.Etcd(), d.NoFsyncEtcd(), d.LegacyNoFsyncEtcd(), d.EtcdSockets(), d.EtcdMembers(), d.Datastore(),
+	paths := []string{d.Etcd(), d.NoFsyncEtcd(), filepath.Dir(d.EtcdPartition("pods")), d.LegacyNoFsyncEtcd(), d.EtcdSockets(), d.EtcdMembers(), d.Datastore(),
 		d.TLS(), d.Token(), d.ServerToken(), d.AdminKubeconfig(), d.SuperAdminKubeconfig(), filepath.Dir(d.Kubeconfig("x")),
 		d.SchedulerConfig(), d.AuditPolicy(), d.MultiServer(), d.Incarnation(), d.ClusterReset(), d.NodeName(), d.Snapshots(), d.Agent()}
 	var names []string

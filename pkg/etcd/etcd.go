@@ -51,6 +51,9 @@ type Member struct {
 	Host    string // listen address, e.g. ::1
 	Port    int    // client port; the peer port is Port+1
 	NoFsync bool   // etcd's --unsafe-no-fsync: for data that may be lost on a crash
+	// Partition names the store partition the member is of
+	// (constants.StorePartitions); "": the durable or no-fsync store.
+	Partition string
 	// Pprof serves Go's profiles under /debug/pprof on the client URLs
 	// (etcd's --enable-pprof): for benchmarks; servers leave it off.
 	Pprof bool

@@ -82,7 +82,7 @@ func TestRestoreStartsANewRaftCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
-	info, err := store.Save(ctx, a.ClientURL(), clientTLS, "snap", "server-a", "test", time.Now())
+	info, err := store.Save(ctx, SnapshotSources{Durable: a.ClientURL()}, clientTLS, "snap", "server-a", "test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestRestoreStartsANewRaftCluster(t *testing.T) {
 
 	restored := a
 	restored.ClusterToken = Incarnation{ID: "0123456789abcdef"}.ClusterToken()
-	if _, err := Restore(filepath.Join(store.Dir, info.Name), restored); err != nil {
+	if _, err := Restore(filepath.Join(store.Dir, info.Name), restored, nil); err != nil {
 		t.Fatal(err)
 	}
 	ra2, err := Start(ctx, restored)

@@ -505,6 +505,9 @@ func memberNames(members []MemberInfo) []string {
 // label names the member in messages: both etcds of a server of several
 // carry the server's name.
 func (m Member) label() string {
+	if m.Partition != "" {
+		return "etcd " + m.Partition + " partition " + m.Name
+	}
 	if m.NoFsync {
 		return "no-fsync etcd " + m.Name
 	}

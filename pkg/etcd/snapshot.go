@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,7 +56,38 @@ type SnapshotInfo struct {
 	SHA256     string    `json:"sha256"`
 	Revision   int64     `json:"revision"`
 	Keys       int       `json:"keys"`
+	// Partitions are the store partitions' snapshots taken with the
+	// durable etcd's, each in NAME.partition-PARTITION: restored together
+	// or not at all.
+	Partitions []PartitionSnapshot `json:"partitions,omitempty"`
 }
+
+// PartitionSnapshot is one partition's part of a snapshot.
+type PartitionSnapshot struct {
+	Name     string `json:"name"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256"`
+	Revision int64  `json:"revision"`
+	Keys     int    `json:"keys"`
+}
+
+// partitionFileInfix joins a snapshot's name and a partition's in the
+// file of the partition's part.
+const partitionFileInfix = ".partition-"
+
+// PartitionFile is the file of the partition's part of the snapshot at
+// path.
+func PartitionFile(path, partition string) string { return path + partitionFileInfix + partition }
+
+// SnapshotSources are the stores a snapshot covers: the durable etcd's
+// member at Durable and a member of each partition.
+type SnapshotSources struct {
+	Durable    string
+	Partitions []PartitionSource
+}
+
+// PartitionSource is where a snapshot reads a partition.
+type PartitionSource struct{ Name, Endpoint string }
 
 // Snapshots is a directory of snapshot files.
 type Snapshots struct{ Dir string }
@@ -76,10 +108,14 @@ func SnapshotName(prefix, node string, at time.Time) string {
 	return fmt.Sprintf("%s-%s-%d", prefix, node, at.Unix())
 }
 
-// Save takes a consistent snapshot of the member at endpoint, writes it to
-// the directory with its checksum, revision and the k1m version, and
-// returns what it recorded.
-func (s Snapshots) Save(ctx context.Context, endpoint string, tls TLS, name, node, version string, now time.Time) (SnapshotInfo, error) {
+// Save takes a snapshot of the durable etcd and of every partition in
+// src, one after another (each consistent in itself, as kube-apiserver's
+// writes to two resources never are one transaction), writes them to the
+// directory with their checksums, revisions and the k1m version, and
+// returns what it recorded. The snapshot is there whole or not at all:
+// NAME.json, which lists the parts, is written last, and a failure
+// removes what was written.
+func (s Snapshots) Save(ctx context.Context, src SnapshotSources, tls TLS, name, node, version string, now time.Time) (SnapshotInfo, error) {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -87,6 +123,32 @@ func (s Snapshots) Save(ctx context.Context, endpoint string, tls TLS, name, nod
 	if _, err := os.Lstat(path); err == nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot %s exists already", path)
 	}
+	info, err := saveDescribed(ctx, src.Durable, tls, path)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	for _, p := range src.Partitions {
+		part, err := saveDescribed(ctx, p.Endpoint, tls, PartitionFile(path, p.Name))
+		if err != nil {
+			removeSnapshotFiles(path)
+			return SnapshotInfo{}, fmt.Errorf("the %s partition: %w", p.Name, err)
+		}
+		info.Partitions = append(info.Partitions, PartitionSnapshot{Name: p.Name, Size: part.Size, SHA256: part.SHA256, Revision: part.Revision, Keys: part.Keys})
+	}
+	info.Name, info.Node, info.CreatedAt, info.K1mVersion = name, node, now.UTC(), version
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err == nil {
+		err = fsutil.WriteFile(path+metadataSuffix, append(data, '\n'), 0o600)
+	}
+	if err != nil {
+		removeSnapshotFiles(path)
+		return SnapshotInfo{}, err
+	}
+	return info, nil
+}
+
+// saveDescribed saves the member at endpoint to path and describes it.
+func saveDescribed(ctx context.Context, endpoint string, tls TLS, path string) (SnapshotInfo, error) {
 	if err := saveSnapshot(ctx, endpoint, tls, path); err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -95,16 +157,29 @@ func (s Snapshots) Save(ctx context.Context, endpoint string, tls TLS, name, nod
 		os.Remove(path)
 		return SnapshotInfo{}, err
 	}
-	info.Name, info.Node, info.CreatedAt, info.K1mVersion = name, node, now.UTC(), version
-	data, err := json.MarshalIndent(info, "", "  ")
-	if err == nil {
-		err = fsutil.WriteFile(path+metadataSuffix, append(data, '\n'), 0o600)
-	}
-	if err != nil {
-		os.Remove(path)
-		return SnapshotInfo{}, err
-	}
 	return info, nil
+}
+
+// removeSnapshotFiles removes the snapshot at path and its partitions'
+// parts.
+func removeSnapshotFiles(path string) {
+	os.Remove(path)
+	parts, _ := filepath.Glob(globEscape(path) + partitionFileInfix + "*")
+	for _, p := range parts {
+		os.Remove(p)
+	}
+}
+
+// globEscape escapes filepath.Match's metacharacters in a literal path.
+func globEscape(path string) string {
+	var b strings.Builder
+	for _, r := range path {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteRune('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // describe reads a snapshot file's size, checksum, revision and key count.
@@ -148,7 +223,7 @@ func (s Snapshots) List() ([]SnapshotInfo, error) {
 	var out []SnapshotInfo
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || strings.HasSuffix(name, metadataSuffix) || strings.HasSuffix(name, ".part") || strings.HasPrefix(name, ".") {
+		if !e.Type().IsRegular() || strings.HasSuffix(name, metadataSuffix) || strings.HasSuffix(name, ".part") || strings.HasPrefix(name, ".") || strings.Contains(name, partitionFileInfix) {
 			continue
 		}
 		info, err := s.info(name)
@@ -189,6 +264,7 @@ func (s Snapshots) Delete(name string) error {
 		}
 		return err
 	}
+	removeSnapshotFiles(path)
 	if err := os.Remove(path + metadataSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -241,8 +317,46 @@ func (s Snapshots) Prune(prefix string, retain int) ([]string, error) {
 
 // VerifySnapshot checks a snapshot file before anything is restored from
 // it: the checksum etcd appends to every snapshot, and when k1m's record
-// NAME.json is beside it, the size and SHA-256 recorded there.
+// NAME.json is beside it, the size and SHA-256 recorded there, of the
+// file and of each partition's part.
 func VerifySnapshot(path string) error {
+	info, recorded, err := readRecord(path)
+	if err != nil {
+		return err
+	}
+	if !recorded {
+		return verifyFile(path, nil)
+	}
+	if err := verifyFile(path, &info); err != nil {
+		return err
+	}
+	for _, p := range info.Partitions {
+		if err := verifyFile(PartitionFile(path, p.Name), &SnapshotInfo{Size: p.Size, SHA256: p.SHA256}); err != nil {
+			return fmt.Errorf("the %s partition's part: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// readRecord reads NAME.json beside the snapshot at path, if there.
+func readRecord(path string) (SnapshotInfo, bool, error) {
+	data, err := os.ReadFile(path + metadataSuffix)
+	if errors.Is(err, os.ErrNotExist) {
+		return SnapshotInfo{}, false, nil
+	}
+	if err != nil {
+		return SnapshotInfo{}, false, err
+	}
+	var info SnapshotInfo
+	if err := json.Unmarshal(data, &info); err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("snapshot record %s%s: %w", path, metadataSuffix, err)
+	}
+	return info, true, nil
+}
+
+// verifyFile checks one snapshot file against etcd's checksum and, when
+// given, the size and SHA-256 recorded for it.
+func verifyFile(path string, want *SnapshotInfo) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
@@ -250,17 +364,13 @@ func VerifySnapshot(path string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("snapshot %s is not a regular file", path)
 	}
-	if data, err := os.ReadFile(path + metadataSuffix); err == nil {
-		var info SnapshotInfo
-		if err := json.Unmarshal(data, &info); err != nil {
-			return fmt.Errorf("snapshot record %s%s: %w", path, metadataSuffix, err)
-		}
+	if want != nil {
 		size, sum, err := fileSHA256(path)
 		if err != nil {
 			return err
 		}
-		if size != info.Size || sum != info.SHA256 {
-			return fmt.Errorf("snapshot %s is damaged: %d bytes with SHA-256 %s, but %s%s recorded %d bytes with SHA-256 %s", path, size, sum, path, metadataSuffix, info.Size, info.SHA256)
+		if size != want.Size || sum != want.SHA256 {
+			return fmt.Errorf("snapshot %s is damaged: %d bytes with SHA-256 %s, but its record recorded %d bytes with SHA-256 %s", path, size, sum, want.Size, want.SHA256)
 		}
 	}
 	return checkEmbeddedHash(path, st.Size())
@@ -293,31 +403,109 @@ func checkEmbeddedHash(path string, size int64) error {
 }
 
 // Restore replaces the member's data directory with one restored from the
-// snapshot at path. Nothing changes unless the snapshot verifies and the
-// restore completes: it is restored beside the data directory first, and
-// the old directory is kept, renamed, and returned.
-func Restore(path string, m Member) (kept string, err error) {
+// snapshot at path, and each partition member's with the snapshot's part
+// for its partition. The snapshot's partitions must be the members'.
+// Nothing changes unless the snapshot verifies and every restore
+// completes: each is restored beside its data directory first, then all
+// are moved into place; the old directories are kept, renamed, and
+// returned.
+func Restore(path string, m Member, partitions []Member) (kept []string, err error) {
 	if err := VerifySnapshot(path); err != nil {
-		return "", err
+		return nil, err
 	}
-	staging := m.DataDir + ".restoring"
-	if err := os.RemoveAll(staging); err != nil {
-		return "", err
+	info, _, err := readRecord(path)
+	if err != nil {
+		return nil, err
 	}
-	if err := restoreRaised(path, m, staging, restoreRevisionBump); err != nil {
-		os.RemoveAll(staging)
-		return "", err
+	if err := requireSameParts(info.Partitions, partitions); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", path, err)
 	}
-	if _, err := os.Stat(m.DataDir); err == nil {
-		kept = fmt.Sprintf("%s.before-restore-%d", m.DataDir, time.Now().Unix())
-		if err := os.Rename(m.DataDir, kept); err != nil {
-			os.RemoveAll(staging)
-			return "", err
+	type staged struct {
+		m       Member
+		staging string
+	}
+	var all []staged
+	cleanup := func() {
+		for _, st := range all {
+			os.RemoveAll(st.staging)
 		}
 	}
-	if err := os.Rename(staging, m.DataDir); err != nil {
+	for i, member := range append([]Member{m}, partitions...) {
+		from := path
+		if i > 0 {
+			from = PartitionFile(path, member.Partition)
+		}
+		st := staged{m: member, staging: member.DataDir + ".restoring"}
+		all = append(all, st)
+		if err := os.RemoveAll(st.staging); err != nil {
+			cleanup()
+			return nil, err
+		}
+		if err := restoreRaised(from, member, st.staging, restoreRevisionBump); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	suffix := fmt.Sprintf(".before-restore-%d", time.Now().Unix())
+	var moved []staged
+	for _, st := range all {
+		k, err := swapIn(st.staging, st.m.DataDir, st.m.DataDir+suffix)
+		if err != nil {
+			// Put back what was moved: the stores stay as they were.
+			for _, done := range moved {
+				os.RemoveAll(done.m.DataDir)
+				os.Rename(done.m.DataDir+suffix, done.m.DataDir)
+			}
+			cleanup()
+			return nil, err
+		}
+		moved = append(moved, st)
+		if k != "" {
+			kept = append(kept, k)
+		}
+	}
+	return kept, nil
+}
+
+// requireSameParts wants the snapshot's partitions to be the members'.
+func requireSameParts(parts []PartitionSnapshot, members []Member) error {
+	var have, want []string
+	for _, p := range parts {
+		have = append(have, p.Name)
+	}
+	for _, m := range members {
+		want = append(want, m.Partition)
+	}
+	if !slices.Equal(have, want) {
+		return fmt.Errorf("it holds the partitions %s, the server has %s: restore it on a server started with --etcd-partitions=%s",
+			describeNames(have), describeNames(want), strings.Join(have, ","))
+	}
+	return nil
+}
+
+func describeNames(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// swapIn moves staging to dir, keeping what was at dir as kept ("": dir
+// was not there).
+func swapIn(staging, dir, kept string) (string, error) {
+	if _, err := os.Stat(dir); err == nil {
+		if err := os.Rename(dir, kept); err != nil {
+			return "", err
+		}
+	} else {
+		kept = ""
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.Rename(staging, dir); err != nil {
 		if kept != "" {
-			os.Rename(kept, m.DataDir)
+			os.Rename(kept, dir)
 		}
 		return "", err
 	}

@@ -26,30 +26,65 @@ func startMember(ctx context.Context, t *testing.T, dir string, port int, quota 
 	return r, clientTLS
 }
 
+// startPartition starts a member of the pods partition in dir, with the
+// certificates startMember made there.
+func startPartition(ctx context.Context, t *testing.T, dir string, port int) *Running {
+	t.Helper()
+	serverTLS, _ := certs(t, dir)
+	r, err := Start(ctx, Member{Name: "pods", Partition: "pods", DataDir: filepath.Join(dir, "etcd-partitions", "pods"), Host: "::1", Port: port, TLS: serverTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// keysUnder are the keys and values under prefix, as key=value.
+func keysUnder(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) ([]string, int64) {
+	t.Helper()
+	got, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range got.Kvs {
+		keys = append(keys, string(kv.Key)+"="+string(kv.Value))
+	}
+	return keys, got.Header.Revision
+}
+
+// A snapshot covers the durable member and every partition's, and a
+// restore brings back all of them, each with its revision raised.
 func TestSnapshotSaveRestore(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	port := freePortPair(t)
-	r, clientTLS := startMember(ctx, t, dir, port, 0)
-	cli := client(t, r.Member, clientTLS)
+	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
+	pods := startPartition(ctx, t, dir, freePortPair(t))
+	cli, podsCli := client(t, r.Member, clientTLS), client(t, pods.Member, clientTLS)
 	for _, k := range []string{"/registry/a", "/registry/b"} {
 		if _, err := cli.Put(ctx, k, "before"); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if _, err := podsCli.Put(ctx, "/registry/pods/default/p", "before"); err != nil {
+		t.Fatal(err)
+	}
 	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
 	at := time.Unix(1_700_000_000, 0)
-	info, err := store.Save(ctx, r.Member.ClientURL(), clientTLS, SnapshotName(OnDemandPrefix, "node-a", at), "node-a", "v1.32.5-k1m-test", at)
+	src := SnapshotSources{Durable: r.Member.ClientURL(), Partitions: []PartitionSource{{Name: "pods", Endpoint: pods.Member.ClientURL()}}}
+	info, err := store.Save(ctx, src, clientTLS, SnapshotName(OnDemandPrefix, "node-a", at), "node-a", "v1.32.5-k1m-test", at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Name != "on-demand-node-a-1700000000" || info.Node != "node-a" || info.K1mVersion != "v1.32.5-k1m-test" || info.Keys < 2 || len(info.SHA256) != 64 {
 		t.Errorf("recorded %+v", info)
 	}
+	if len(info.Partitions) != 1 || info.Partitions[0].Name != "pods" || info.Partitions[0].Keys < 1 || len(info.Partitions[0].SHA256) != 64 {
+		t.Errorf("recorded partitions %+v, want the pods partition", info.Partitions)
+	}
 	listed, err := store.List()
 	if err != nil || !reflect.DeepEqual(listed, []SnapshotInfo{info}) {
-		t.Fatalf("List() = %+v, %v; want the one saved %+v", listed, err, info)
+		t.Fatalf("List() = %+v, %v; want the one saved %+v (its partition's part not listed apart)", listed, err, info)
 	}
 	// Changes after the snapshot, which the restore must undo.
 	if _, err := cli.Delete(ctx, "/registry/a"); err != nil {
@@ -59,39 +94,88 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	podsAfter, err := podsCli.Put(ctx, "/registry/pods/default/p", "after")
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.Stop()
+	pods.Stop()
 
 	snapshotPath := filepath.Join(store.Dir, info.Name)
-	kept, err := Restore(snapshotPath, r.Member)
+	kept, err := Restore(snapshotPath, r.Member, []Member{pods.Member})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(kept, r.Member.DataDir+".before-restore-") {
-		t.Errorf("old data kept at %q", kept)
+	if len(kept) != 2 || !strings.HasPrefix(kept[0], r.Member.DataDir+".before-restore-") || !strings.HasPrefix(kept[1], pods.Member.DataDir+".before-restore-") {
+		t.Errorf("old data kept at %q, want the durable member's and the partition's", kept)
 	}
-	if _, err := os.Stat(filepath.Join(kept, "member")); err != nil {
-		t.Errorf("old data not kept: %v", err)
+	for _, k := range kept {
+		if _, err := os.Stat(filepath.Join(k, "member")); err != nil {
+			t.Errorf("old data not kept: %v", err)
+		}
 	}
-	r2, err := Start(ctx, r.Member)
+	for _, c := range []struct {
+		m      Member
+		prefix string
+		want   []string
+		before int64
+	}{
+		{r.Member, "/registry/", []string{"/registry/a=before", "/registry/b=before"}, after.Header.Revision},
+		{pods.Member, "/registry/pods/", []string{"/registry/pods/default/p=before"}, podsAfter.Header.Revision},
+	} {
+		restarted, err := Start(ctx, c.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restarted.Stop()
+		keys, revision := keysUnder(ctx, t, client(t, restarted.Member, clientTLS), c.prefix)
+		if !reflect.DeepEqual(keys, c.want) {
+			t.Errorf("%s after restore: %v, want %v", c.m.label(), keys, c.want)
+		}
+		// Watchers must see their resource versions as too old, never reused.
+		if revision <= c.before+restoreRevisionBump/2 {
+			t.Errorf("%s: revision after restore %d, want above %d (bumped)", c.m.label(), revision, c.before)
+		}
+	}
+	if err := store.Delete(info.Name); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(store.Dir, "*")); len(left) != 0 {
+		t.Errorf("after Delete: %v left, want nothing (the partition's part too)", left)
+	}
+}
+
+// A snapshot restores only onto the partitions it holds: nothing changes
+// when they differ.
+func TestRestoreRefusesOtherPartitions(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
+	pods := startPartition(ctx, t, dir, freePortPair(t))
+	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
+	src := SnapshotSources{Durable: r.Member.ClientURL(), Partitions: []PartitionSource{{Name: "pods", Endpoint: pods.Member.ClientURL()}}}
+	info, err := store.Save(ctx, src, clientTLS, "with-pods", "n", "v", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r2.Stop()
-	cli2 := client(t, r2.Member, clientTLS)
-	got, err := cli2.Get(ctx, "/registry/", clientv3.WithPrefix())
-	if err != nil {
+	r.Stop()
+	pods.Stop()
+	path := filepath.Join(store.Dir, info.Name)
+	_, err = Restore(path, r.Member, nil)
+	want := fmt.Sprintf("snapshot %s: it holds the partitions pods, the server has none: restore it on a server started with --etcd-partitions=pods", path)
+	if err == nil || err.Error() != want {
+		t.Fatalf("Restore without the partition = %v, want %q", err, want)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.restoring")); len(left) != 0 {
+		t.Errorf("staging left behind: %v", left)
+	}
+	// A damaged part is found before anything is restored.
+	if err := os.WriteFile(PartitionFile(path, "pods"), []byte("not a snapshot"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, kv := range got.Kvs {
-		keys = append(keys, string(kv.Key)+"="+string(kv.Value))
-	}
-	if want := []string{"/registry/a=before", "/registry/b=before"}; !reflect.DeepEqual(keys, want) {
-		t.Errorf("after restore: %v, want %v", keys, want)
-	}
-	// Watchers must see their resource versions as too old, never reused.
-	if got.Header.Revision <= after.Header.Revision+restoreRevisionBump/2 {
-		t.Errorf("revision after restore %d, want above %d (bumped)", got.Header.Revision, after.Header.Revision)
+	if _, err := Restore(path, r.Member, []Member{pods.Member}); err == nil || !strings.HasPrefix(err.Error(), "the pods partition's part: snapshot ") {
+		t.Fatalf("Restore with a damaged part = %v, want the part named", err)
 	}
 }
 
@@ -106,7 +190,7 @@ func TestBadSnapshotChangesNothing(t *testing.T) {
 	}
 	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
 	now := time.Now()
-	info, err := store.Save(ctx, r.Member.ClientURL(), clientTLS, SnapshotName(OnDemandPrefix, "n", now), "n", "v", now)
+	info, err := store.Save(ctx, SnapshotSources{Durable: r.Member.ClientURL()}, clientTLS, SnapshotName(OnDemandPrefix, "n", now), "n", "v", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +214,7 @@ func TestBadSnapshotChangesNothing(t *testing.T) {
 				os.WriteFile(path+metadataSuffix, meta, 0o600)
 			}
 			before := tree(t, r.Member.DataDir)
-			_, err := Restore(path, r.Member)
+			_, err := Restore(path, r.Member, nil)
 			if err == nil || !strings.Contains(err.Error(), path+" "+tc.want) {
 				t.Fatalf("Restore(%s) = %v, want an error naming the file: %q", tc.name, err, tc.want)
 			}

@@ -38,3 +38,15 @@ func WriteProbe(name string, store *clientv3.Client, server string) Probe {
 		return nil
 	}}
 }
+
+// QuorumProbe passes when store answers a linearizable read, which needs
+// its leader and a majority: for a store whose full quota should not make
+// a server unready (it refuses writes on every server alike).
+func QuorumProbe(name string, store *clientv3.Client) Probe {
+	return Probe{Name: name, Check: func(ctx context.Context) error {
+		if _, err := store.Get(ctx, ProbeKeyPrefix+"quorum"); err != nil {
+			return fmt.Errorf("reading %squorum: %w", ProbeKeyPrefix, err)
+		}
+		return nil
+	}}
+}

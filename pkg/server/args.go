@@ -19,15 +19,22 @@ import (
 // (--disable-etcd) every member of the cluster's.
 type etcdStores struct {
 	durable, noFsync []string
+	// partitions are the store's partitions (--etcd-partitions).
+	partitions []partitionStore
 	// tls is kube-apiserver's client TLS to both (one set for all stores);
 	// none over the local sockets of the server's own members.
 	tls etcd.TLS
 }
 
 // etcdOverrides is kube-apiserver's --etcd-servers-overrides value: the
-// no-fsync resources on the no-fsync etcd (constants.NoFsyncResources).
+// no-fsync resources on the no-fsync etcd (constants.NoFsyncResources),
+// then each partitioned resource on its partition's members.
 func etcdOverrides(stores etcdStores) string {
-	return constants.EtcdServersOverrides(stores.noFsync...)
+	parts := []string{constants.EtcdServersOverrides(stores.noFsync...)}
+	for _, p := range stores.partitions {
+		parts = append(parts, p.partition.Override(p.urls...))
+	}
+	return strings.Join(parts, ",")
 }
 
 func apiserverArgs(cfg config.Server, advertise string, c *certs, stores etcdStores, opts apiserverOptions) []string {

@@ -9,6 +9,7 @@ import (
 
 	"k1m.dev/k1m/pkg/componentargs"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/pki"
@@ -136,7 +137,7 @@ func TestAPIServerArgsOfOneStore(t *testing.T) {
 func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 	durable := &etcd.Member{Host: "::1", Port: 2379, LocalSocket: "/d/etcd-sockets/durable.sock"}
 	noFsync := &etcd.Member{Host: "::1", Port: 2381, LocalSocket: "/d/etcd-sockets/no-fsync.sock"}
-	stores, ok := socketStores(durable, noFsync)
+	stores, ok := socketStores(durable, noFsync, nil)
 	if !ok {
 		t.Fatal("two members with sockets: not reached over them")
 	}
@@ -147,7 +148,7 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 	equalArgs(t, "local sockets", apiserverArgs(config.DefaultServer(), "fddf:4035:b520::1", testCerts(), stores, apiserverOptions{}), want)
 
 	// The stock build's one store.
-	stores, ok = socketStores(durable, nil)
+	stores, ok = socketStores(durable, nil, nil)
 	if wantStores := (etcdStores{durable: []string{"unix:///d/etcd-sockets/durable.sock"}}); !ok || !reflect.DeepEqual(stores, wantStores) {
 		t.Errorf("one store: %+v %v, want %+v", stores, ok, wantStores)
 	}
@@ -158,7 +159,7 @@ func TestAPIServerArgsOverLocalSockets(t *testing.T) {
 		"durable without a socket":  {{Host: "::1", Port: 2379}, noFsync},
 		"external durable":          {nil, noFsync},
 	} {
-		if _, ok := socketStores(ms[0], ms[1]); ok {
+		if _, ok := socketStores(ms[0], ms[1], nil); ok {
 			t.Errorf("%s: reached over sockets", name)
 		}
 	}
@@ -236,4 +237,18 @@ func TestControllerArgs(t *testing.T) {
 	elected := slices.Clone(local)
 	elected[4] = "--leader-elect=true"
 	equalArgs(t, "kube-controller-manager of one of several servers", controllerManagerArgs(config.DefaultServer(), lease, "/k", testCerts(), true)[:len(local)], elected)
+}
+
+// Each partition's resource goes to its members, after the no-fsync
+// resources.
+func TestEtcdOverridesWithPartitions(t *testing.T) {
+	pods, _ := constants.StorePartitionNamed("pods")
+	slices, _ := constants.StorePartitionNamed("endpointslices")
+	stores := etcdStores{durable: []string{"https://[::1]:2379"}, noFsync: []string{"https://[::1]:2381"},
+		partitions: []partitionStore{{pods, []string{"https://[fddf::1]:2383", "https://[fddf::2]:2383"}}, {slices, []string{"https://[::1]:2387"}}}}
+	want := "/events#https://[::1]:2381,coordination.k8s.io/leases#https://[::1]:2381," +
+		"/pods#https://[fddf::1]:2383;https://[fddf::2]:2383,discovery.k8s.io/endpointslices#https://[::1]:2387"
+	if got := etcdOverrides(stores); got != want {
+		t.Errorf("etcdOverrides = %q, want %q", got, want)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
@@ -74,8 +75,8 @@ func (s *Server) socketDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// Both stores or neither: the longer name decides.
-	if longest := filepath.Join(dir, "no-fsync.sock"); len(longest) > etcd.MaxSocketPath {
+	// Every store or none: the longest name decides.
+	if longest := filepath.Join(dir, longestSocketName(s.cfg.Partitions)); len(longest) > etcd.MaxSocketPath {
 		return "", fmt.Errorf("a unix socket under --data-dir %s would be %d bytes long, over the %d a socket path takes", s.cfg.DataDir, len(longest), etcd.MaxSocketPath)
 	}
 	if strings.ContainsAny(dir, ",;") {
@@ -85,6 +86,18 @@ func (s *Server) socketDir() (string, error) {
 		return "", fmt.Errorf("the sockets' directory under --data-dir could be replaced by another user: %w", err)
 	}
 	return dir, nil
+}
+
+// longestSocketName is the longest of the members' socket names
+// (durable, no-fsync, the partitions').
+func longestSocketName(partitions []constants.StorePartition) string {
+	longest := "no-fsync.sock"
+	for _, p := range partitions {
+		if name := p.Name + ".sock"; len(name) > len(longest) {
+			longest = name
+		}
+	}
+	return longest
 }
 
 // clusterMember makes m a member other servers reach, when the server is
@@ -283,8 +296,10 @@ func (s *Server) startNoFsync(ctx context.Context, durable *etcd.Running, m etcd
 }
 
 // phaseHousekeeping starts what runs beside the etcds for as long as the
-// server does: the alarm and disk watches of both, and scheduled snapshots.
-func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable *etcd.Running, noFsync *etcd.NoFsyncMember) {
+// server does: the alarm and disk watches of every member, and scheduled
+// snapshots.
+func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, local etcds) {
+	durable, noFsync := local.durable, local.noFsync
 	report := func(msg string) { s.warn("%s", msg) }
 	watch := func(ctx context.Context, r *etcd.Running) {
 		go r.WatchAlarms(ctx, alarmCheckInterval, report)
@@ -293,6 +308,9 @@ func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable *etcd.
 	// An external etcd is the operator's to watch.
 	if durable != nil {
 		watch(ctx, durable)
+	}
+	for _, r := range local.partitions {
+		watch(ctx, r)
 	}
 	if noFsync != nil {
 		// Each member that replaces it gets its own watches (they end
@@ -314,10 +332,20 @@ func (s *Server) phaseHousekeeping(ctx context.Context, c *certs, durable *etcd.
 	// Validate parsed it already.
 	schedule, _ := cron.ParseStandard(s.cfg.EtcdSnapshots.ScheduleCron)
 	s.step("etcd snapshots %q into %s, keeping %d", s.cfg.EtcdSnapshots.ScheduleCron, s.cfg.EtcdSnapshots.Dir, s.cfg.EtcdSnapshots.Retention)
-	go s.runSnapshots(ctx, schedule, durable.Member.ClientURL())
+	go s.runSnapshots(ctx, schedule, snapshotSources(durable, local.partitions))
 }
 
-func (s *Server) runSnapshots(ctx context.Context, schedule cron.Schedule, endpoint string) {
+// snapshotSources are the members a snapshot of this server's stores
+// reads: the durable etcd and every partition.
+func snapshotSources(durable *etcd.Running, partitions []*etcd.Running) etcd.SnapshotSources {
+	src := etcd.SnapshotSources{Durable: durable.Member.ClientURL()}
+	for _, r := range partitions {
+		src.Partitions = append(src.Partitions, etcd.PartitionSource{Name: r.Member.Partition, Endpoint: r.Member.ClientURL()})
+	}
+	return src
+}
+
+func (s *Server) runSnapshots(ctx context.Context, schedule cron.Schedule, src etcd.SnapshotSources) {
 	store := etcd.Snapshots{Dir: s.cfg.EtcdSnapshots.Dir}
 	for {
 		next := schedule.Next(time.Now())
@@ -327,7 +355,7 @@ func (s *Server) runSnapshots(ctx context.Context, schedule cron.Schedule, endpo
 		case <-time.After(time.Until(next)):
 		}
 		now := time.Now()
-		info, err := store.Save(ctx, endpoint, EtcdClientTLS(s.cfg.DataDir), etcd.SnapshotName(etcd.ScheduledPrefix, s.nodeName, now), s.nodeName, version.String(), now)
+		info, err := store.Save(ctx, src, EtcdClientTLS(s.cfg.DataDir), etcd.SnapshotName(etcd.ScheduledPrefix, s.nodeName, now), s.nodeName, version.String(), now)
 		if err != nil {
 			s.warn("scheduled etcd snapshot failed: %v", err)
 			continue
@@ -376,21 +404,28 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 		return err
 	}
 	member := s.durableMember(c)
+	partitions, err := s.resetPartitionMembers(c)
+	if err != nil {
+		return err
+	}
 	if path := record.RestoredFrom; path != "" {
-		s.step("restoring the durable etcd from %s", path)
+		s.step("restoring the durable etcd from %s%s", path, partitionsNote(partitions))
 		// Its own raft cluster ID: members of the old one are refused.
 		member.ClusterToken = next.ClusterToken()
-		kept, err := etcd.Restore(path, member)
+		kept, err := etcd.Restore(path, member, partitions)
 		if err != nil {
 			return fmt.Errorf("--cluster-reset-restore-path: %w (nothing was changed)", err)
 		}
-		if kept != "" {
-			s.step("the data it replaced is kept in %s (delete it once the cluster is as it should be)", kept)
+		for _, k := range kept {
+			s.step("the data it replaced is kept in %s (delete it once the cluster is as it should be)", k)
 		}
 	} else {
 		// The other members are removed, which etcd refuses from then on.
-		s.step("resetting the durable etcd to a one-member cluster")
+		s.step("resetting the durable etcd to a one-member cluster%s", partitionsNote(partitions))
 		member.ForceNewCluster = true
+		if err := s.resetPartitions(ctx, partitions); err != nil {
+			return err
+		}
 	}
 	if err := s.newIncarnation(ctx, member, next); err != nil {
 		return err
@@ -405,6 +440,50 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 	}
 	s.step("cluster reset done (%s): start the server again without --cluster-reset and --cluster-reset-restore-path", describeReset(record))
 	return nil
+}
+
+// resetPartitionMembers are this server's partition members as a reset
+// or restore makes them: each a new raft group of its own ID.
+func (s *Server) resetPartitionMembers(c *certs) ([]etcd.Member, error) {
+	var out []etcd.Member
+	for _, p := range s.cfg.Partitions {
+		m := s.partitionMember(c, p)
+		token, err := etcd.PartitionToken(p.Name)
+		if err != nil {
+			return nil, err
+		}
+		m.ClusterToken = token
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// resetPartitions makes each partition member the one member of its
+// group, as the durable etcd's reset does.
+func (s *Server) resetPartitions(ctx context.Context, partitions []etcd.Member) error {
+	for _, m := range partitions {
+		if !etcd.HasData(m.DataDir) {
+			return fmt.Errorf("--cluster-reset: the %s partition has no data in %s to reset (nothing was changed in it)", m.Partition, m.DataDir)
+		}
+		m.ForceNewCluster = true
+		r, err := etcd.Start(ctx, m)
+		if err != nil {
+			return fmt.Errorf("--cluster-reset: the %s partition: %w", m.Partition, err)
+		}
+		r.Stop()
+	}
+	return nil
+}
+
+func partitionsNote(partitions []etcd.Member) string {
+	if len(partitions) == 0 {
+		return ""
+	}
+	names := make([]string, len(partitions))
+	for i, m := range partitions {
+		names[i] = m.Partition
+	}
+	return " and its partitions " + strings.Join(names, ", ")
 }
 
 func describeReset(r resetRecord) string {

@@ -146,6 +146,9 @@ func (s *Server) newIncarnation(ctx context.Context, member etcd.Member, next et
 	if err := etcd.ForgetNoFsyncMembers(ctx, cli); err != nil {
 		return err
 	}
+	if err := etcd.ForgetPartitionMembers(ctx, cli); err != nil {
+		return err
+	}
 	old, _, err := readIncarnation(s.cfg.DataDir)
 	if err != nil {
 		return err

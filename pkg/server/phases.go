@@ -234,6 +234,8 @@ func (s *Server) supervise(ctx context.Context) error {
 		failed = fmt.Errorf("durable etcd: %w", err)
 	case err := <-s.local.noFsyncErr():
 		failed = fmt.Errorf("no-fsync etcd: %w", err)
+	case err := <-s.local.partitionErrs:
+		failed = err
 	case <-ctx.Done():
 	}
 	if ctx.Err() == nil {

@@ -72,6 +72,21 @@ func (s *Server) readinessProbes(ctx context.Context, local etcds, stores etcdSt
 		go func() { <-ctx.Done(); cli.Close() }()
 		probes = append(probes, readiness.WriteProbe(store.name, cli, s.nodeName))
 	}
+	// A partition is checked by a quorum read, not a write: one whose
+	// quota is full refuses its resource's writes on every server alike,
+	// and agents leaving every server would not help.
+	for i, p := range stores.partitions {
+		var own *etcd.Member
+		if i < len(local.partitions) {
+			own = &local.partitions[i].Member
+		}
+		cli, err := s.probeClient(own, p.urls, stores.tls)
+		if err != nil {
+			return nil, err
+		}
+		go func() { <-ctx.Done(); cli.Close() }()
+		probes = append(probes, readiness.QuorumProbe(p.partition.Name+" partition etcd", cli))
+	}
 	if local.noFsync != nil {
 		// Its member in the generation the durable etcd records: one
 		// linearizable read of each store per round.

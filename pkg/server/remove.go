@@ -7,11 +7,13 @@ import (
 	"io"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"k1m.dev/k1m/pkg/approver"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/join"
@@ -69,6 +71,11 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	if err := etcd.ForgetNoFsync(ctx, cli, o.Name); err != nil {
 		return err
 	}
+	if len(external.Durable) == 0 {
+		if err := removePartitionMembers(ctx, cli, o, tls, out); err != nil {
+			return err
+		}
+	}
 	return forgetServerObjects(ctx, client, o, out)
 }
 
@@ -117,6 +124,37 @@ func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out
 	default:
 		fmt.Fprintf(out, "removed %s from the no-fsync etcd\n", o.Name)
 	}
+}
+
+// removePartitionMembers removes the server's member of every partition
+// the durable etcd records, through this server's own member of each
+// (their membership is the durable etcd's, whose quorum check passed),
+// and forgets its records. A removal that fails is an error: running the
+// command again finishes it.
+func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
+	layout, _, err := etcd.ReadLayout(ctx, durable)
+	if err != nil {
+		return err
+	}
+	for _, name := range layout.Partitions {
+		p, ok := constants.StorePartitionNamed(name)
+		if !ok {
+			return fmt.Errorf("the cluster records a partition %q this release does not know", name)
+		}
+		err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort + p.PortOffset)}, tls, o.Name)
+		switch {
+		case errors.Is(err, etcd.ErrNoSuchMember):
+			fmt.Fprintf(out, "%s had no member in the %s partition\n", o.Name, name)
+		case err != nil:
+			return fmt.Errorf("the %s partition's etcd: %w (run the removal again to finish it)", name, err)
+		default:
+			fmt.Fprintf(out, "removed %s from the %s partition\n", o.Name, name)
+		}
+		if err := etcd.ForgetPartitionMember(ctx, durable, name, o.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func adminClient(dataDir string) (kubernetes.Interface, error) {

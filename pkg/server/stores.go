@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/flavor"
@@ -20,9 +21,17 @@ import (
 type etcds struct {
 	durable *etcd.Running
 	noFsync *etcd.NoFsyncMember
+	// partitions are its members of the store's partitions, in
+	// cfg.Partitions' order; partitionErrs reports the first fatal error
+	// of any (nil without partitions).
+	partitions    []*etcd.Running
+	partitionErrs <-chan error
 }
 
 func (e etcds) stop() {
+	for _, p := range e.partitions {
+		p.Stop()
+	}
 	if e.noFsync != nil {
 		e.noFsync.Stop()
 	}
@@ -38,6 +47,25 @@ func (e etcds) durableErr() <-chan error {
 		return nil
 	}
 	return e.durable.Err()
+}
+
+// partitionErrors is one channel for the members' fatal errors, each
+// named by its partition.
+func partitionErrors(members []*etcd.Running) <-chan error {
+	if len(members) == 0 {
+		return nil
+	}
+	errc := make(chan error, len(members))
+	for _, r := range members {
+		go func() {
+			err, ok := <-r.Err()
+			if !ok || err == nil {
+				err = errors.New("stopped")
+			}
+			errc <- fmt.Errorf("the %s partition's etcd: %w", r.Member.Partition, err)
+		}()
+	}
+	return errc
 }
 
 func (e etcds) noFsyncErr() <-chan error {
@@ -72,10 +100,16 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	if err != nil {
 		return etcds{}, etcdStores{}, err
 	}
-	s.phaseHousekeeping(ctx, c, durable, noFsync)
-	if stores, ok := socketStores(memberOf(durable), noFsyncMemberOf(noFsync)); ok {
+	partitions, err := s.phasePartitions(ctx, c, durable)
+	if err != nil {
+		etcds{durable: durable, noFsync: noFsync}.stop()
+		return etcds{}, etcdStores{}, err
+	}
+	local := etcds{durable: durable, noFsync: noFsync, partitions: partitions, partitionErrs: partitionErrors(partitions)}
+	s.phaseHousekeeping(ctx, c, local)
+	if stores, ok := socketStores(memberOf(durable), noFsyncMemberOf(noFsync), partitions); ok {
 		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is this user's alone)", filepath.Dir(durable.Member.LocalSocket))
-		return etcds{durable, noFsync}, stores, nil
+		return local, stores, nil
 	}
 	stores := etcdStores{durable: s.cfg.ExternalDurable, noFsync: s.cfg.ExternalNoFsync, tls: s.storeTLS(c)}
 	if durable != nil {
@@ -84,10 +118,19 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	if noFsync != nil {
 		stores.noFsync = []string{noFsync.Member().ClientURL()}
 	}
+	for _, r := range partitions {
+		stores.partitions = append(stores.partitions, partitionStore{partition: partitionNamed(r.Member.Partition), urls: []string{r.Member.ClientURL()}})
+	}
 	if _, err := s.socketDir(); err != nil {
 		s.step("kube-apiserver reaches its etcds over TLS on loopback: %v", err)
 	}
-	return etcds{durable, noFsync}, stores, nil
+	return local, stores, nil
+}
+
+// partitionNamed is the partition a running member is of.
+func partitionNamed(name string) constants.StorePartition {
+	p, _ := constants.StorePartitionNamed(name)
+	return p
 }
 
 // socketStores are kube-apiserver's stores when every one is this
@@ -95,13 +138,19 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 // TLS, so that a write does not pay TLS at both ends of a loopback
 // connection (whoever can open the sockets could read the etcd client
 // key as well).
-func socketStores(durable, noFsync *etcd.Member) (etcdStores, bool) {
+func socketStores(durable, noFsync *etcd.Member, partitions []*etcd.Running) (etcdStores, bool) {
 	if durable == nil || durable.LocalSocket == "" || (noFsync != nil && noFsync.LocalSocket == "") {
 		return etcdStores{}, false
 	}
 	stores := etcdStores{durable: []string{durable.LocalURL()}}
 	if noFsync != nil {
 		stores.noFsync = []string{noFsync.LocalURL()}
+	}
+	for _, r := range partitions {
+		if r.Member.LocalSocket == "" {
+			return etcdStores{}, false
+		}
+		stores.partitions = append(stores.partitions, partitionStore{partition: partitionNamed(r.Member.Partition), urls: []string{r.Member.LocalURL()}})
 	}
 	return stores, true
 }
@@ -154,6 +203,19 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 		}
 		if len(stores.noFsync) == 0 {
 			return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
+		}
+	}
+	if len(s.cfg.ExternalDurable) == 0 && flavor.SeparateNoFsyncStore {
+		cli, err := etcd.NewClient(endpoints, tls)
+		if err != nil {
+			return etcdStores{}, err
+		}
+		defer cli.Close()
+		if stores.partitions, err = s.remotePartitions(ctx, cli); err != nil {
+			return etcdStores{}, err
+		}
+		for _, p := range stores.partitions {
+			s.step("the %s partition on the cluster's members %s", p.partition.Name, strings.Join(p.urls, ", "))
 		}
 	}
 	if len(stores.noFsync) == 0 {

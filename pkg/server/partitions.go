@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/etcd"
+)
+
+// partitionStore is where kube-apiserver reaches a store partition.
+type partitionStore struct {
+	partition constants.StorePartition
+	urls      []string
+}
+
+// partitionMember is this server's member of the partition p.
+func (s *Server) partitionMember(c *certs, p constants.StorePartition) etcd.Member {
+	return s.clusterMember(etcd.Member{Name: p.Name, Partition: p.Name, DataDir: s.dir().EtcdPartition(p.Name), Host: "::1",
+		Port: s.cfg.EtcdPort + p.PortOffset, TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.PartitionQuotaBytes, LocalSocket: s.localSocket(p.Name)})
+}
+
+// wantLayout is the layout --etcd-partitions asks for.
+func (s *Server) wantLayout() etcd.Layout {
+	layout := etcd.Layout{Partitions: []string{}}
+	for _, p := range s.cfg.Partitions {
+		layout.Partitions = append(layout.Partitions, p.Name)
+	}
+	return layout
+}
+
+// settleLayout checks --etcd-partitions against the layout the durable
+// etcd records, and records it on a cluster that has none: a new cluster
+// takes the flag's; a cluster that ran without partitions keeps none,
+// since its resources are in the durable etcd already.
+func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) error {
+	want := s.wantLayout()
+	recorded, ok, err := etcd.ReadLayout(ctx, durable)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		ran, err := etcd.HasRegistry(ctx, durable)
+		if err != nil {
+			return err
+		}
+		if ran && len(want.Partitions) > 0 {
+			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: partitions are set when a cluster is made (start the server without --etcd-partitions)",
+				strings.Join(want.Partitions, ","))
+		}
+		if ran {
+			want = etcd.Layout{Partitions: []string{}}
+		}
+		if recorded, err = etcd.RecordLayout(ctx, durable, want); err != nil {
+			return err
+		}
+	}
+	if !slices.Equal(recorded.Partitions, want.Partitions) {
+		return fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=%s",
+			strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
+	}
+	return nil
+}
+
+func describePartitions(names []string) string {
+	if len(names) == 0 {
+		return "no resource"
+	}
+	return strings.Join(names, ", ")
+}
+
+// phasePartitions settles the cluster's layout and starts this server's
+// member of every partition, each kept like the durable etcd: a server
+// without data joins the members the durable etcd records (as a learner,
+// promoted once it has caught up); the first server makes the group.
+func (s *Server) phasePartitions(ctx context.Context, c *certs, durable *etcd.Running) ([]*etcd.Running, error) {
+	if durable == nil {
+		return nil, nil // an external durable store: no partitions (config refuses them)
+	}
+	cli, err := etcd.NewClient([]string{durable.Member.ClientURL()}, EtcdClientTLS(s.cfg.DataDir))
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	if err := s.settleLayout(ctx, cli); err != nil {
+		return nil, err
+	}
+	var started []*etcd.Running
+	stopAll := func() {
+		for _, r := range started {
+			r.Stop()
+		}
+	}
+	for _, p := range s.cfg.Partitions {
+		r, err := s.startPartition(ctx, cli, durable, s.partitionMember(c, p))
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		started = append(started, r)
+	}
+	return started, nil
+}
+
+// startPartition starts m, this server's member of a partition, and
+// records where it serves.
+func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
+	report := func(msg string) { s.step("%s", msg) }
+	clientTLS := EtcdClientTLS(s.cfg.DataDir)
+	seeds, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, m.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !etcd.HasData(m.DataDir) {
+		switch {
+		case len(seeds) > 0:
+			if m, err = etcd.Join(ctx, seeds, clientTLS, m, report); err != nil {
+				return nil, fmt.Errorf("joining the %s partition's members %s: %w", m.Partition, strings.Join(seeds, ", "), err)
+			}
+		case len(durable.OtherClientURLs()) > 0:
+			// Another group would split the partition: kube-apiservers
+			// would each see their own.
+			return nil, fmt.Errorf("the %s partition records no member to join, yet this server's durable etcd has peers: start a server that has the partition's data first", m.Partition)
+		default:
+			if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
+				return nil, err
+			}
+			s.step("starting the %s partition's etcd group (%s)", m.Partition, m.DataDir)
+		}
+	}
+	r, err := etcd.Start(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.joinedPartition(ctx, r, seeds); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	if err := etcd.RecordPartitionMember(ctx, durableCli, m.Partition, r.Member); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	if err := r.HousekeepAtStart(ctx, report); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// joinedPartition makes a clustered server's running member reachable by
+// the other servers and a voting member.
+func (s *Server) joinedPartition(ctx context.Context, r *etcd.Running, seeds []string) error {
+	if !s.member.clustered {
+		return nil
+	}
+	clientTLS := EtcdClientTLS(s.cfg.DataDir)
+	if moved, err := r.SetPeerURL(ctx, clientTLS); err != nil {
+		return err
+	} else if moved {
+		s.step("%s partition etcd %s: now reachable by other servers at %s (--cluster-init)", r.Member.Partition, r.Member.Name, r.Member.PeerURL())
+	}
+	if others := r.OtherClientURLs(); len(others) > 0 {
+		seeds = others
+	}
+	if len(seeds) == 0 {
+		return nil
+	}
+	return r.Promote(ctx, seeds, clientTLS, func(msg string) { s.step("%s", msg) })
+}
+
+// remotePartitions are, on an API-server-only server, the members of
+// every partition the durable etcd records, once --etcd-partitions is
+// checked against its layout.
+func (s *Server) remotePartitions(ctx context.Context, durable *clientv3.Client) ([]partitionStore, error) {
+	recorded, ok, err := etcd.ReadLayout(ctx, durable)
+	if err != nil {
+		return nil, err
+	}
+	want := s.wantLayout()
+	if !ok {
+		recorded = etcd.Layout{Partitions: []string{}}
+	}
+	if !slices.Equal(recorded.Partitions, want.Partitions) {
+		return nil, fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own: give every server --etcd-partitions=%s",
+			strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
+	}
+	var out []partitionStore
+	for _, p := range s.cfg.Partitions {
+		urls, err := etcd.PartitionMembers(ctx, durable, p.Name, "")
+		if err != nil {
+			return nil, err
+		}
+		if len(urls) == 0 {
+			return nil, errors.New("--disable-etcd: the cluster records no member of the " + p.Name + " partition: start a server with etcd first")
+		}
+		out = append(out, partitionStore{partition: p, urls: urls})
+	}
+	return out, nil
+}
+
+// LocalSnapshotSources are the members a snapshot on this machine reads:
+// the server's durable etcd at etcdPort and its member of every partition
+// the durable etcd records (k1m etcd-snapshot save).
+func LocalSnapshotSources(ctx context.Context, dataDir string, etcdPort int) (etcd.SnapshotSources, error) {
+	src := etcd.SnapshotSources{Durable: DurableEtcdURL(etcdPort)}
+	cli, err := etcd.NewClient([]string{src.Durable}, EtcdClientTLS(dataDir))
+	if err != nil {
+		return etcd.SnapshotSources{}, err
+	}
+	defer cli.Close()
+	layout, _, err := etcd.ReadLayout(ctx, cli)
+	if err != nil {
+		return etcd.SnapshotSources{}, err
+	}
+	for _, name := range layout.Partitions {
+		p, ok := constants.StorePartitionNamed(name)
+		if !ok {
+			return etcd.SnapshotSources{}, fmt.Errorf("the cluster records a partition %q this release does not know", name)
+		}
+		src.Partitions = append(src.Partitions, etcd.PartitionSource{Name: name, Endpoint: DurableEtcdURL(etcdPort + p.PortOffset)})
+	}
+	return src, nil
+}
