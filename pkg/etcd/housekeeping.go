@@ -191,6 +191,25 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 	return nil
 }
 
+// defragBeforeWrites defragments this member, which raised no alarm, when
+// another member's NOSPACE holds the cluster's writes and this one's file
+// is as full: its members fill together, and a member left full raises
+// its own alarm at the first write after the others disarm theirs, which
+// holds writes another alarm interval.
+func (r *Running) defragBeforeWrites(report func(string)) {
+	r.noSpace.Lock()
+	defer r.noSpace.Unlock()
+	u := r.usage()
+	if !u.needsDefragToWrite() || !u.roomAfterDefrag() || !r.roomForDefrag(u) {
+		return
+	}
+	if err := r.etcd.Server.Backend().Defrag(); err != nil {
+		report(fmt.Sprintf("defragmenting %s while another member's NOSPACE alarm holds writes: %v", r.Member.label(), err))
+		return
+	}
+	report(fmt.Sprintf("%s defragmented while another member's NOSPACE alarm holds writes: %s", r.Member.label(), r.usage()))
+}
+
 // roomForDefrag tells whether the file system can take the copy that
 // defragmentation writes (the pages in use) and still keep its reserve.
 func (r *Running) roomForDefrag(u usage) bool {
@@ -225,6 +244,8 @@ func (r *Running) checkAlarms(ctx context.Context, report func(string)) {
 		if err := r.recoverNoSpace(ctx, report); err != nil {
 			report(fmt.Sprintf("writes are refused: %v", err))
 		}
+	} else {
+		r.defragBeforeWrites(report)
 	}
 	if len(noSpace.live) > 0 {
 		report(fmt.Sprintf("writes are refused: %s", r.waitingFor(noSpace.live)))
@@ -237,6 +258,9 @@ func (r *Running) checkAlarms(ctx context.Context, report func(string)) {
 func (r *Running) noSpaceFix() string {
 	if r.Member.NoFsync {
 		return "restart the server, which starts its no-fsync etcd empty"
+	}
+	if r.Member.Partition != "" {
+		return "raise --etcd-partition-quota-backend-bytes and restart, then delete what filled it"
 	}
 	return "raise --etcd-quota-backend-bytes and restart, then delete what filled it"
 }

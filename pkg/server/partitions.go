@@ -60,11 +60,17 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 			return err
 		}
 	}
-	if !slices.Equal(recorded.Partitions, want.Partitions) {
-		return fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=%s",
-			strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
+	return requireLayout(recorded, want)
+}
+
+// requireLayout refuses a server whose --etcd-partitions (want) are not
+// the cluster's (recorded).
+func requireLayout(recorded, want etcd.Layout) error {
+	if slices.Equal(recorded.Partitions, want.Partitions) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=%q",
+		strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
 }
 
 func describePartitions(names []string) string {
@@ -185,9 +191,8 @@ func (s *Server) remotePartitions(ctx context.Context, durable *clientv3.Client)
 	if !ok {
 		recorded = etcd.Layout{Partitions: []string{}}
 	}
-	if !slices.Equal(recorded.Partitions, want.Partitions) {
-		return nil, fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own: give every server --etcd-partitions=%s",
-			strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
+	if err := requireLayout(recorded, want); err != nil {
+		return nil, err
 	}
 	var out []partitionStore
 	for _, p := range s.cfg.Partitions {

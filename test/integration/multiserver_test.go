@@ -42,7 +42,15 @@ import (
 const (
 	multiServers = 3
 	multiNodes   = 5 // each server's node and two agents
+	// multiPartitionQuota is each partition's quota: small, so that
+	// filling one takes seconds.
+	multiPartitionQuota = 32 << 20
 )
+
+// multiPartitions are the store partitions the cluster is made with, by
+// their members' client ports (--etcd-port plus their offsets): every
+// join, removal, kill and restore below runs over them too.
+var multiPartitions = map[string]int{"pods": 2383, "nodes": 2385}
 
 // multiCluster is a cluster of several servers under test.
 type multiCluster struct {
@@ -64,7 +72,8 @@ func TestMultiServer(t *testing.T) {
 	root, clusterDir, dataRoot := clusterPaths(t, "integration-multiserver")
 	k1m := filepath.Join(root, "_output", "bin", "k1m")
 	h, err := localcluster.New(localcluster.Options{Servers: multiServers, Nodes: multiNodes, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
-		ImagesDir: filepath.Join(root, "_output", "images")})
+		ImagesDir:  filepath.Join(root, "_output", "images"),
+		ServerArgs: []string{"--etcd-partitions=pods,nodes", "--etcd-partition-quota-backend-bytes=" + strconv.Itoa(multiPartitionQuota)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +94,8 @@ func TestMultiServer(t *testing.T) {
 		requireNodesReady(ctx, t, m.client(1), multiNodes)
 		m.requireMembers(ctx, t)
 	})
+	t.Run("PartitionsHoldTheirResources", func(t *testing.T) { m.requirePartitionsHold(ctx, t) })
+	t.Run("FullPartitionLeavesTheOthersWriting", func(t *testing.T) { m.testFullPartition(ctx, t) })
 	t.Run("OneLeaderOfEachElection", func(t *testing.T) { m.requireOneLeader(ctx, t) })
 	t.Run("AgentsFollowEveryServer", func(t *testing.T) { m.requireAgentsFollow(t) })
 	t.Run("EveryServerReadyToANodeCertificateOnly", func(t *testing.T) { m.requireServersReady(t) })
@@ -126,6 +137,8 @@ func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
 		out, err := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.Netns, m.k1m}, args...)...).CombinedOutput()
 		return string(out), err
 	}
+	pods := m.client(1).CoreV1().Pods("default")
+	must(t, "a pod before the snapshot", createPendingPod(ctx, pods, "before-the-snapshot"))
 	out, err := inNetns(s1, "etcd-snapshot", "save", "--data-dir", s1.DataDir, "--name", "ha-restore")
 	saved := savedSnapshot.FindStringSubmatch(out)
 	if err != nil || saved == nil {
@@ -136,6 +149,8 @@ func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-the-snapshot"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	must(t, "a pod after the snapshot", createPendingPod(ctx, pods, "after-the-snapshot"))
+	must(t, "the pod before the snapshot deleted", pods.Delete(ctx, "before-the-snapshot", metav1.DeleteOptions{}))
 	for i := 1; i <= multiServers; i++ {
 		must(t, fmt.Sprintf("stop-server %d", i), m.h.StopServer(ctx, i))
 	}
@@ -181,6 +196,14 @@ func (m *multiCluster) testRestoreFenced(ctx context.Context, t *testing.T) {
 	if _, err := m.client(2).CoreV1().ConfigMaps("default").Get(ctx, "after-the-snapshot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the ConfigMap written after the snapshot, after the restore: %v, want NotFound", err)
 	}
+	// The pods partition is restored with the durable etcd.
+	restoredPods := m.client(2).CoreV1().Pods("default")
+	if _, err := restoredPods.Get(ctx, "after-the-snapshot", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod created after the snapshot, after the restore: %v, want NotFound", err)
+	}
+	if _, err := restoredPods.Get(ctx, "before-the-snapshot", metav1.GetOptions{}); err != nil {
+		t.Errorf("the pod created before the snapshot (deleted after it), after the restore: %v, want it back", err)
+	}
 }
 
 func readIncarnation(t *testing.T, dataDir string) etcd.Incarnation {
@@ -224,19 +247,25 @@ func (m *multiCluster) serverNames() []string {
 	return out
 }
 
-// requireMembers wants every server a voting member of both etcds, seen
+// requireMembers wants every server a voting member of every etcd group, seen
 // from server 1's durable etcd at its advertised address.
 func (m *multiCluster) requireMembers(ctx context.Context, t *testing.T) {
 	t.Helper()
 	m.requireMembersNamed(ctx, t, m.serverNames())
 }
 
-// requireMembersNamed wants exactly these voting members in both etcds.
+// requireMembersNamed wants exactly these voting members in every etcd
+// group: durable, no-fsync and each partition.
 func (m *multiCluster) requireMembersNamed(ctx context.Context, t *testing.T, want []string) {
 	t.Helper()
 	s1 := m.h.Server(1)
 	tls := server.EtcdClientTLS(s1.DataDir)
-	for _, port := range []int{2379, 2381} {
+	ports := []int{2379, 2381}
+	for _, port := range multiPartitions {
+		ports = append(ports, port)
+	}
+	sort.Ints(ports)
+	for _, port := range ports {
 		url := fmt.Sprintf("https://[%s]:%d", s1.Addr, port)
 		var got []string
 		deadline := time.Now().Add(time.Minute)
@@ -595,8 +624,10 @@ func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, data
 	const name = "k1m-apiserver-4"
 	dir := filepath.Join(dataRoot, "apiserver-4")
 	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)),
-		"--server", s1.URL(), "--disable-etcd")
+		"--server", s1.URL(), "--disable-etcd", "--etcd-partitions=pods,nodes")
 	defer stop()
+	must(t, "a pod through the API-server-only server (the pods partition)", createPendingPod(ctx, client.CoreV1().Pods("default"), "through-an-api-only-server"))
+	must(t, "delete the pod", client.CoreV1().Pods("default").Delete(ctx, "through-an-api-only-server", metav1.DeleteOptions{}))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-an-api-only-server"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a write through the API-server-only server: %v", err)
@@ -718,7 +749,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	dir := filepath.Join(dataRoot, name)
 	// The cluster encrypts Secrets (testSecretsEncryption): a joining
 	// server must too.
-	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL(), "--secrets-encryption")
+	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL(), "--secrets-encryption", "--etcd-partitions=pods,nodes")
 	defer stop()
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name, name})
 	// It adopted the cluster's keys: a Secret written through server 1
