@@ -99,7 +99,7 @@ func (r *Running) disarmGone(ctx context.Context, gone []uint64, report func(str
 		if err := r.disarmNoSpace(ctx, id); err != nil {
 			return fmt.Errorf("disarming the NOSPACE alarm of removed etcd member %x: %w", id, err)
 		}
-		report(fmt.Sprintf("etcd %s: disarmed the NOSPACE alarm of etcd member %x, which is no longer in the cluster", r.Member.Name, id))
+		report(fmt.Sprintf("%s: disarmed the NOSPACE alarm of etcd member %x, which is no longer in the cluster", r.Member.label(), id))
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func (r *Running) HousekeepAtStart(ctx context.Context, report func(string)) err
 		if err := r.etcd.Server.Backend().Defrag(); err != nil {
 			return fmt.Errorf("defragmenting etcd %s: %w", r.Member.Name, err)
 		}
-		report(fmt.Sprintf("etcd %s defragmented: %s, was %s", r.Member.Name, r.usage(), mib(u.size)))
+		report(fmt.Sprintf("%s defragmented: %s, was %s", r.Member.label(), r.usage(), mib(u.size)))
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 		return err
 	}
 	if u := r.usage(); !u.roomAfterDefrag() {
-		return fmt.Errorf("%w: etcd %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.Name, u, r.noSpaceFix())
+		return fmt.Errorf("%w: %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.label(), u, r.noSpaceFix())
 	}
 	did := "disarmed"
 	if u := r.usage(); u.needsDefragToWrite() || u.worthDefrag() {
@@ -187,7 +187,7 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 		return fmt.Errorf("disarming etcd %s's NOSPACE alarm: %w", r.Member.Name, err)
 	}
 	r.diskArmed = false
-	report(fmt.Sprintf("etcd %s was out of space (NOSPACE alarm); %s: %s", r.Member.Name, did, u))
+	report(fmt.Sprintf("%s was out of space (NOSPACE alarm); %s: %s", r.Member.label(), did, u))
 	return nil
 }
 

@@ -122,9 +122,8 @@ func (m *multiCluster) testFullPartition(ctx context.Context, t *testing.T) {
 			t.Errorf("a ConfigMap through server %d while the pods partition is full: %v", i, err)
 		}
 	}
-	// Through a lease duration and the node controller's grace period:
-	// no node NotReady, sampled every 5 s.
-	for until := time.Now().Add(45 * time.Second); time.Now().Before(until); {
+	// Through two renew intervals: no node NotReady, sampled every 5 s.
+	for until := time.Now().Add(20 * time.Second); time.Now().Before(until); {
 		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
 			err = allReady(list.Items, multiNodes)
