@@ -38,6 +38,23 @@ func startPartition(ctx context.Context, t *testing.T, dir string, port int) *Ru
 	return r
 }
 
+// withPods is a durable member and a pods partition's, started in dir,
+// with the snapshot directory and sources that cover both.
+type withPods struct {
+	durable, pods *Running
+	clientTLS     TLS
+	store         Snapshots
+	src           SnapshotSources
+}
+
+func startWithPods(ctx context.Context, t *testing.T, dir string) withPods {
+	t.Helper()
+	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
+	pods := startPartition(ctx, t, dir, freePortPair(t))
+	return withPods{durable: r, pods: pods, clientTLS: clientTLS, store: Snapshots{Dir: filepath.Join(dir, "snapshots")},
+		src: SnapshotSources{Durable: r.Member.ClientURL(), Partitions: []PartitionSource{{Name: "pods", Endpoint: pods.Member.ClientURL()}}}}
+}
+
 // keysUnder are the keys and values under prefix, as key=value.
 func keysUnder(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) ([]string, int64) {
 	t.Helper()
@@ -58,8 +75,8 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
-	pods := startPartition(ctx, t, dir, freePortPair(t))
+	w := startWithPods(ctx, t, dir)
+	r, pods, clientTLS, store := w.durable, w.pods, w.clientTLS, w.store
 	cli, podsCli := client(t, r.Member, clientTLS), client(t, pods.Member, clientTLS)
 	for _, k := range []string{"/registry/a", "/registry/b"} {
 		if _, err := cli.Put(ctx, k, "before"); err != nil {
@@ -69,10 +86,8 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	if _, err := podsCli.Put(ctx, "/registry/pods/default/p", "before"); err != nil {
 		t.Fatal(err)
 	}
-	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
 	at := time.Unix(1_700_000_000, 0)
-	src := SnapshotSources{Durable: r.Member.ClientURL(), Partitions: []PartitionSource{{Name: "pods", Endpoint: pods.Member.ClientURL()}}}
-	info, err := store.Save(ctx, src, clientTLS, SnapshotName(OnDemandPrefix, "node-a", at), "node-a", "v1.32.5-k1m-test", at)
+	info, err := store.Save(ctx, w.src, clientTLS, SnapshotName(OnDemandPrefix, "node-a", at), "node-a", "v1.32.5-k1m-test", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +166,9 @@ func TestRestoreRefusesOtherPartitions(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
-	pods := startPartition(ctx, t, dir, freePortPair(t))
-	store := Snapshots{Dir: filepath.Join(dir, "snapshots")}
-	src := SnapshotSources{Durable: r.Member.ClientURL(), Partitions: []PartitionSource{{Name: "pods", Endpoint: pods.Member.ClientURL()}}}
-	info, err := store.Save(ctx, src, clientTLS, "with-pods", "n", "v", time.Now())
+	w := startWithPods(ctx, t, dir)
+	r, pods, store := w.durable, w.pods, w.store
+	info, err := store.Save(ctx, w.src, w.clientTLS, "with-pods", "n", "v", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
