@@ -29,13 +29,17 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 	})
 }
 
-// clusterVariants are the two builds, or with --cluster-syncs the k1m
-// build at each controller worker count; with --cluster-join-profile
+// clusterVariants are the two builds (with --cluster-partitions the k1m
+// build partitioned too), or with --cluster-syncs the k1m build at each
+// controller worker count; with --cluster-join-profile
 // their API servers' profiling is on.
 func clusterVariants(o Options) []serverVariant {
 	var out []serverVariant
 	if len(o.Cluster.Syncs) == 0 {
 		out = buildVariants(o)
+	}
+	if len(o.Cluster.Partitions) > 0 {
+		out = append(out, serverVariant{Name: clusterload.PartitionedVariant, K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.PartitionArgs(o.Cluster.Partitions)})
 	}
 	for _, n := range o.Cluster.Syncs {
 		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-syncs-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.ControllerSyncArgs(n)})

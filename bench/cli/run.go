@@ -106,7 +106,9 @@ type RunOptions struct {
 	// --cluster-nodes-per-connection (Deployed's two builds too).
 	ClusterNodes string
 	ClusterSyncs string // --cluster-syncs, comma-separated
-	Cluster      clusterload.Config
+	// ClusterPartitions is --cluster-partitions, comma-separated.
+	ClusterPartitions string
+	Cluster           clusterload.Config
 	// ProxyServices, Proxy hold --proxy-services (comma-separated),
 	// --proxy-change-rate and --proxy-window (the stock build's k1m).
 	ProxyServices string
@@ -216,6 +218,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Cluster.WatchList, "cluster-watch-list", o.Cluster.WatchList, "cluster: the simulated nodes stream their lists (WatchList, KEP-3157: a watch with sendInitialEvents), as kubelet and kube-proxy do with the WatchListClient gate, instead of LIST")
 	fs.Float64Var(&o.Cluster.JoinRate, "cluster-join-rate", o.Cluster.JoinRate, "cluster: register each step's nodes one at a time from one stream at this many a second (0: all at once from 50 streams)")
 	fs.BoolVar(&o.Cluster.JoinProfile, "cluster-join-profile", o.Cluster.JoinProfile, fmt.Sprintf("cluster: CPU-profile each server's API server process over the first %v of each join burst (turns kube-apiserver's profiling on)", clusterload.JoinProfileWindow))
+	fs.StringVar(&o.ClusterPartitions, "cluster-partitions", o.ClusterPartitions, "cluster: also run the k1m build with these store partitions (its --etcd-partitions, e.g. pods,nodes), as the variant "+clusterload.PartitionedVariant)
 	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
@@ -346,6 +349,9 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c.Cluster.Steps = parseCounts(o.ClusterNodes)
 	if o.ClusterSyncs != "" {
 		c.Cluster.Syncs = parseCounts(o.ClusterSyncs)
+	}
+	if o.ClusterPartitions != "" {
+		c.Cluster.Partitions = strings.Split(o.ClusterPartitions, ",")
 	}
 	c.Proxy.Steps = parseCounts(o.ProxyServices)
 	c.DNS.Rates = parseCounts(o.DNSRates)

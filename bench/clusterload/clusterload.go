@@ -39,6 +39,7 @@ import (
 	"k1m.dev/k1m/bench/proc"
 	"k1m.dev/k1m/bench/stats"
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/pkg/constants"
 )
 
 // Defaults of the scenario.
@@ -113,6 +114,17 @@ type Config struct {
 	// (KEP-3157: a watch with sendInitialEvents, as client-go's reflector
 	// does under the WatchListClient gate) instead of a LIST.
 	WatchList bool `json:",omitempty"`
+	// Partitions, when set, adds a third variant: the k1m build with its
+	// store partitioned (PartitionArgs), beside the two builds.
+	Partitions []string `json:",omitempty"`
+}
+
+// PartitionedVariant names the k1m build with Config.Partitions.
+const PartitionedVariant = "k1m-partitioned"
+
+// PartitionArgs are the `k1m server` flags of the partitioned variant.
+func PartitionArgs(partitions []string) []string {
+	return []string{"--etcd-partitions=" + strings.Join(partitions, ",")}
 }
 
 // JoinProfileWindow is how much of a join burst JoinProfile profiles: a
@@ -151,6 +163,11 @@ func (c Config) Validate() error {
 	}
 	if c.JoinRate < 0 {
 		errs = append(errs, fmt.Errorf("--cluster-join-rate %v: want nodes a second above 0, e.g. 25, or 0 for every node at once", c.JoinRate))
+	}
+	for _, name := range c.Partitions {
+		if _, ok := constants.StorePartitionNamed(name); !ok {
+			errs = append(errs, fmt.Errorf("--cluster-partitions: %q is not a resource k1m partitions: want some of %s, e.g. pods,nodes", name, strings.Join(constants.StorePartitionNames(), ", ")))
+		}
 	}
 	errs = append(errs, stats.CheckEach("--cluster-syncs", c.Syncs, func(n int) bool { return n >= 1 },
 		"want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"))
