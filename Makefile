@@ -118,18 +118,21 @@ integration: deps-cluster build images ## start a 3-node cluster from the built 
 
 # The fault campaign (test/faults, docs/ha.md#the-fault-campaign): SCENARIOS is
 # a comma-separated list of its scenarios, all or ci; REPEAT runs each that
-# many times; FAULTS_DOCS=1 writes the table into docs/ha.md.
+# many times; PARTITIONS makes the cluster with those store partitions
+# (--etcd-partitions; not with the upgrade scenario); FAULTS_DOCS=1 writes
+# the table into docs/ha.md.
 SCENARIOS   ?= all
 REPEAT      ?= 1
+PARTITIONS  ?=
 FAULTS_DOCS ?=
 # FAULTS_TIMEOUT bounds the run (go test -timeout; the campaign ends its
 # scenarios 2 min before it, to take the cluster down): make test's parts
 # have their shares of CI's time.
 FAULTS_TIMEOUT ?= 90m
-FAULTS      = K1M_FAULTS=1 FAULTS_REPEAT=$(REPEAT) FAULTS_DOCS=$(FAULTS_DOCS) \
+FAULTS      = K1M_FAULTS=1 FAULTS_REPEAT=$(REPEAT) FAULTS_DOCS=$(FAULTS_DOCS) FAULTS_PARTITIONS=$(PARTITIONS) \
 	$(K1M_BUILD) go --flavor k1m $(K1M_FLAGS) test -count=1 -timeout $(FAULTS_TIMEOUT) -v -run '^TestFaults$$' ./test/faults/
 
-faults: deps-cluster build images ## the fault campaign on 3 servers + 2 agents: SCENARIOS=a,b|all|ci, REPEAT=n, FAULTS_DOCS=1 keeps the table in docs/ha.md
+faults: deps-cluster build images ## the fault campaign on 3 servers + 2 agents: SCENARIOS=a,b|all|ci, REPEAT=n, PARTITIONS=pods,nodes (the store partitioned), FAULTS_DOCS=1 keeps the table in docs/ha.md
 	FAULTS_SCENARIOS=$(SCENARIOS) $(FAULTS)
 
 faults-test: FAULTS_TIMEOUT = 20m

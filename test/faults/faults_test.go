@@ -47,6 +47,12 @@ func TestFaults(t *testing.T) {
 	if NeedsEtcdDisk(scenarios) {
 		c.opts.EtcdDisk = DiskServer()
 	}
+	if v := os.Getenv("FAULTS_PARTITIONS"); v != "" {
+		c.opts.Partitions = strings.Split(v, ",")
+		if FromEarlierRelease(scenarios) {
+			t.Fatalf("PARTITIONS=%s with the upgrade scenario: the earlier release it starts from has no partitions; leave the upgrade out (SCENARIOS=...) or PARTITIONS empty", v)
+		}
+	}
 	if FromEarlierRelease(scenarios) {
 		from := os.Getenv("FAULTS_FROM_K1M")
 		if from == "" {
@@ -143,7 +149,7 @@ func (c *campaign) write(table, evidence string, took time.Duration) {
 	if err != nil {
 		commit = []byte("unknown")
 	}
-	stamped := Stamp(strings.TrimSpace(string(commit)), took, or(os.Getenv("FAULTS_SCENARIOS"), "all"), or(os.Getenv("FAULTS_REPEAT"), "1"), table)
+	stamped := Stamp(strings.TrimSpace(string(commit)), took, or(os.Getenv("FAULTS_SCENARIOS"), "all"), or(os.Getenv("FAULTS_REPEAT"), "1"), os.Getenv("FAULTS_PARTITIONS"), table)
 	results := filepath.Join(c.root, "_output", "faults", "results.md")
 	if err := os.MkdirAll(filepath.Dir(results), 0o755); err != nil {
 		c.t.Fatal(err)

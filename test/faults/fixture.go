@@ -56,7 +56,19 @@ type Options struct {
 	// scenario to fill without filling the machine's disk.
 	EtcdDisk     int
 	EtcdDiskSize string
-	Out          io.Writer
+	// Partitions are the store partitions the cluster is made with
+	// (--etcd-partitions); none: the durable etcd holds every resource
+	// but Events and Leases. Not with FromK1M: earlier releases have none.
+	Partitions []string
+	Out        io.Writer
+}
+
+// serverArgs are the flags every server of the campaign gets.
+func (o Options) serverArgs() []string {
+	if len(o.Partitions) == 0 {
+		return nil
+	}
+	return []string{"--etcd-partitions=" + strings.Join(o.Partitions, ",")}
 }
 
 // Fixture is the running cluster of the campaign and what the
@@ -82,7 +94,7 @@ func Start(ctx context.Context, o Options) (*Fixture, error) {
 	// Zones for the replicated database's members, one a zone (the
 	// upgrade scenario's).
 	h, err := localcluster.New(localcluster.Options{Servers: Servers, Nodes: Nodes, Zones: database.Replicas, K1M: k1m, EarlierRelease: o.FromK1M != "",
-		ClusterDir: o.ClusterDir, DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out})
+		ClusterDir: o.ClusterDir, DataRoot: o.DataRoot, ImagesDir: o.ImagesDir, Timeout: 180 * time.Second, Out: o.Out, ServerArgs: o.serverArgs()})
 	if err != nil {
 		return nil, err
 	}

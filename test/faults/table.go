@@ -27,11 +27,16 @@ func Table(results []Result) string {
 }
 
 // Stamp heads a table with the tree it ran on (a commit, "-dirty" with
-// changes not committed), how long the campaign took and its command. It
+// changes not committed), how long the campaign took and its command
+// (with the store partitions it ran with, if any). It
 // names no date: docs/ha.md is a reference page, and the commit dates
 // the run.
-func Stamp(commit string, took time.Duration, scenarios, repeat, table string) string {
-	return fmt.Sprintf("Run on the tree of commit %s, %s in all (`make faults SCENARIOS=%s REPEAT=%s`):\n\n%s", commit, took.Round(time.Second), scenarios, repeat, table)
+func Stamp(commit string, took time.Duration, scenarios, repeat, partitions, table string) string {
+	command := fmt.Sprintf("make faults SCENARIOS=%s REPEAT=%s", scenarios, repeat)
+	if partitions != "" {
+		command += " PARTITIONS=" + partitions
+	}
+	return fmt.Sprintf("Run on the tree of commit %s, %s in all (`%s`):\n\n%s", commit, took.Round(time.Second), command, table)
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

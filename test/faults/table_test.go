@@ -108,9 +108,14 @@ func TestViolation(t *testing.T) {
 }
 
 func TestStampNamesTheCommitNotADate(t *testing.T) {
-	got := Stamp("82bc03c", 8*time.Minute+3*time.Second+400*time.Millisecond, "all", "1", "| table |\n")
+	got := Stamp("82bc03c", 8*time.Minute+3*time.Second+400*time.Millisecond, "all", "1", "", "| table |\n")
 	want := "Run on the tree of commit 82bc03c, 8m3s in all (`make faults SCENARIOS=all REPEAT=1`):\n\n| table |\n"
 	if got != want {
 		t.Errorf("Stamp:\n got %q\nwant %q", got, want)
+	}
+	got = Stamp("82bc03c", time.Minute, "kill-9", "2", "pods,nodes", "| table |\n")
+	want = "Run on the tree of commit 82bc03c, 1m0s in all (`make faults SCENARIOS=kill-9 REPEAT=2 PARTITIONS=pods,nodes`):\n\n| table |\n"
+	if got != want {
+		t.Errorf("Stamp with partitions:\n got %q\nwant %q", got, want)
 	}
 }
