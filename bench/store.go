@@ -21,6 +21,7 @@ import (
 	"k1m.dev/k1m/bench/storebytes"
 	"k1m.dev/k1m/pkg/airgap"
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/poll"
@@ -36,8 +37,9 @@ const (
 	etcdReadDeadline = 2 * time.Minute
 )
 
-// runStore measures the bytes a real cluster's objects take in its two
-// etcd groups: one k1m server and its agents, real kubelets running a
+// runStore measures the bytes a real cluster's objects take in its etcd
+// groups (two, and one per store partition with --server-args
+// --etcd-partitions=...): one k1m server and its agents, real kubelets running a
 // workload of pause pods in Deployments with Services. The figures are
 // k1m's: the stock build stores the same objects in one group.
 func runStore(ctx context.Context, o Options, rep *Report) error {
@@ -75,7 +77,7 @@ func measureStore(ctx context.Context, o Options, c *scaleout.Cluster) (*storeby
 	if err := waitStoreWorkload(ctx, client, cfg.Pods(), progress); err != nil {
 		return nil, err
 	}
-	stores, err := openStores(c.DataDir(1))
+	stores, err := openStores(ctx, c.DataDir(1))
 	if err != nil {
 		return nil, err
 	}
@@ -183,20 +185,38 @@ type etcdStores struct {
 	clients   []*clientv3.Client
 }
 
-// openStores connects to the server's durable and no-fsync members, as
-// its kube-apiserver does (the server's etcd client certificate).
-func openStores(dataDir string) (*etcdStores, error) {
+// openStores connects to the server's durable and no-fsync members and
+// its member of every store partition the durable etcd records, as its
+// kube-apiserver does (the server's etcd client certificate).
+func openStores(ctx context.Context, dataDir string) (*etcdStores, error) {
 	def := config.DefaultServer()
 	tls := etcd.ClientTLSIn(datadir.Server(dataDir).TLS())
-	s := &etcdStores{names: []string{"durable", "no-fsync"}, quotas: []int64{def.EtcdQuotaBytes, etcd.DefaultQuotaBytes}}
-	for _, port := range []int{def.EtcdPort, def.NoFsyncEtcdPort} {
+	s := &etcdStores{}
+	add := func(name string, port int, quota int64) error {
 		url := "https://" + net.JoinHostPort("::1", strconv.Itoa(port))
 		cli, err := etcd.NewClient([]string{url}, tls)
 		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("a client of %s: %w", url, err)
+			return fmt.Errorf("a client of %s: %w", url, err)
 		}
+		s.names, s.quotas = append(s.names, name), append(s.quotas, quota)
 		s.endpoints, s.clients = append(s.endpoints, url), append(s.clients, cli)
+		return nil
+	}
+	if err := errors.Join(add("durable", def.EtcdPort, def.EtcdQuotaBytes), add("no-fsync", def.NoFsyncEtcdPort, etcd.DefaultQuotaBytes)); err != nil {
+		s.close()
+		return nil, err
+	}
+	layout, _, err := etcd.ReadLayout(ctx, s.clients[0])
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	for _, name := range layout.Partitions {
+		p, _ := constants.StorePartitionNamed(name)
+		if err := add(name, def.EtcdPort+p.PortOffset, def.EtcdQuotaBytes); err != nil {
+			s.close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
