@@ -124,8 +124,10 @@ func (s *Server) etcdServerTLS(c *certs) etcd.TLS {
 // files are not trusted after any stop (a crash or power loss may leave
 // them half-written, and they hold only Leases and Events, which every
 // kubelet and component writes again within one renew interval). The
-// durable one gets its start housekeeping (alarms, defragmentation).
-func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.NoFsyncMember, error) {
+// durable one gets its start housekeeping (alarms, defragmentation). The
+// store partitions start between the two: a no-fsync member may wait for
+// its group's next generation, which the partitions' writes need not.
+func (s *Server) phaseEtcd(ctx context.Context, c *certs) (etcds, error) {
 	durableMember, noFsyncMember := s.durableMember(c), s.noFsyncMember(c)
 	embedDurable, embedNoFsync := len(s.cfg.ExternalDurable) == 0, len(s.cfg.ExternalNoFsync) == 0 && flavor.SeparateNoFsyncStore
 	oneStore := !flavor.SeparateNoFsyncStore && len(s.cfg.ExternalNoFsync) == 0
@@ -134,7 +136,7 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 		s.step("starting etcd (%s): every resource in it, Events and Leases too (the stock build's one store)", durableMember.DataDir)
 	case oneStore:
 		s.step("no embedded etcd: every resource in the external etcd at %s (the stock build's one store)", strings.Join(s.cfg.ExternalDurable, ","))
-		return nil, nil, nil
+		return etcds{}, nil
 	case embedDurable && embedNoFsync:
 		s.step("starting etcd (durable, %s) and etcd (no fsync, %s, started empty)", durableMember.DataDir, noFsyncMember.DataDir)
 	case embedDurable:
@@ -143,40 +145,43 @@ func (s *Server) phaseEtcd(ctx context.Context, c *certs) (*etcd.Running, *etcd.
 		s.step("starting etcd (no fsync, %s, started empty); the durable store is the external etcd at %s", noFsyncMember.DataDir, strings.Join(s.cfg.ExternalDurable, ","))
 	default:
 		s.step("no embedded etcd: the durable store is the external etcd at %s, Events and Leases at %s", strings.Join(s.cfg.ExternalDurable, ","), strings.Join(s.cfg.ExternalNoFsync, ","))
-		return nil, nil, nil
+		return etcds{}, nil
 	}
 	// First: on a shared disk the discarded store's space counts toward
 	// the durable etcd's reserve, which etcd.Start checks.
 	if embedNoFsync {
 		if err := etcd.DiscardData(noFsyncMember.DataDir); err != nil {
-			return nil, nil, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", noFsyncMember.DataDir, err)
+			return etcds{}, fmt.Errorf("discarding the no-fsync etcd's data in %s: %w", noFsyncMember.DataDir, err)
 		}
 		if err := s.removeLegacyNoFsyncDir(); err != nil {
-			return nil, nil, err
+			return etcds{}, err
 		}
 	}
 	var durable *etcd.Running
 	if embedDurable {
 		var err error
 		if durable, err = s.startDurable(ctx, durableMember); err != nil {
-			return nil, nil, err
+			return etcds{}, err
 		}
 		if err := durable.HousekeepAtStart(ctx, func(msg string) { s.step("%s", msg) }); err != nil {
 			durable.Stop()
-			return nil, nil, err
+			return etcds{}, err
 		}
+	}
+	partitions, err := s.phasePartitions(ctx, c, durable)
+	started := etcds{durable: durable, partitions: partitions, partitionErrs: partitionErrors(partitions)}
+	if err != nil {
+		started.stop()
+		return etcds{}, err
 	}
 	if !embedNoFsync {
-		return durable, nil, nil
+		return started, nil
 	}
-	noFsync, err := s.startNoFsync(ctx, durable, noFsyncMember)
-	if err != nil {
-		if durable != nil {
-			durable.Stop()
-		}
-		return nil, nil, err
+	if started.noFsync, err = s.startNoFsync(ctx, durable, noFsyncMember); err != nil {
+		started.stop()
+		return etcds{}, err
 	}
-	return durable, noFsync, nil
+	return started, nil
 }
 
 // startDurable starts the durable etcd: a joining server's is added to

@@ -96,16 +96,11 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 		stores.tls = s.storeTLS(c)
 		return etcds{}, stores, err
 	}
-	durable, noFsync, err := s.phaseEtcd(ctx, c)
+	local, err := s.phaseEtcd(ctx, c)
 	if err != nil {
 		return etcds{}, etcdStores{}, err
 	}
-	partitions, err := s.phasePartitions(ctx, c, durable)
-	if err != nil {
-		etcds{durable: durable, noFsync: noFsync}.stop()
-		return etcds{}, etcdStores{}, err
-	}
-	local := etcds{durable: durable, noFsync: noFsync, partitions: partitions, partitionErrs: partitionErrors(partitions)}
+	durable, noFsync, partitions := local.durable, local.noFsync, local.partitions
 	s.phaseHousekeeping(ctx, c, local)
 	if stores, ok := socketStores(memberOf(durable), noFsyncMemberOf(noFsync), partitions); ok {
 		s.step("kube-apiserver reaches its etcds over unix sockets in %s, without TLS (the directory is this user's alone)", filepath.Dir(durable.Member.LocalSocket))
