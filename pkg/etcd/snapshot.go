@@ -108,8 +108,8 @@ func SnapshotName(prefix, node string, at time.Time) string {
 	return fmt.Sprintf("%s-%s-%d", prefix, node, at.Unix())
 }
 
-// Save takes a snapshot of the durable etcd and of every partition in
-// src, one after another (each consistent in itself, as kube-apiserver's
+// Save takes a snapshot of every partition in src and of the durable
+// etcd, one after another (each consistent in itself, as kube-apiserver's
 // writes to two resources never are one transaction), writes them to the
 // directory with their checksums, revisions and the k1m version, and
 // returns what it recorded. The snapshot is there whole or not at all:
@@ -123,18 +123,23 @@ func (s Snapshots) Save(ctx context.Context, src SnapshotSources, tls TLS, name,
 	if _, err := os.Lstat(path); err == nil {
 		return SnapshotInfo{}, fmt.Errorf("snapshot %s exists already", path)
 	}
-	info, err := saveDescribed(ctx, src.Durable, tls, path)
-	if err != nil {
-		return SnapshotInfo{}, err
-	}
+	// The partitions' parts first, NAME (which List shows) after them:
+	// a crash on the way leaves no NAME that lacks a part.
+	var parts []PartitionSnapshot
 	for _, p := range src.Partitions {
 		part, err := saveDescribed(ctx, p.Endpoint, tls, PartitionFile(path, p.Name))
 		if err != nil {
 			removeSnapshotFiles(path)
 			return SnapshotInfo{}, fmt.Errorf("the %s partition: %w", p.Name, err)
 		}
-		info.Partitions = append(info.Partitions, PartitionSnapshot{Name: p.Name, Size: part.Size, SHA256: part.SHA256, Revision: part.Revision, Keys: part.Keys})
+		parts = append(parts, PartitionSnapshot{Name: p.Name, Size: part.Size, SHA256: part.SHA256, Revision: part.Revision, Keys: part.Keys})
 	}
+	info, err := saveDescribed(ctx, src.Durable, tls, path)
+	if err != nil {
+		removeSnapshotFiles(path)
+		return SnapshotInfo{}, err
+	}
+	info.Partitions = parts
 	info.Name, info.Node, info.CreatedAt, info.K1mVersion = name, node, now.UTC(), version
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err == nil {

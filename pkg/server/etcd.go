@@ -195,6 +195,11 @@ func (s *Server) startDurable(ctx context.Context, m etcd.Member) (*etcd.Running
 	clientTLS := EtcdClientTLS(s.cfg.DataDir)
 	var err error
 	if s.member.joining {
+		// Before its member votes: a server refused after it would leave
+		// a voter that never runs, and a cluster of two without a quorum.
+		if err := s.requireJoinLayout(ctx, clientTLS); err != nil {
+			return nil, err
+		}
 		// Join's errors say what to change (the node name of a duplicate,
 		// the members it could not reach).
 		m, err = etcd.Join(ctx, s.member.seeds, clientTLS, m, report)
@@ -450,6 +455,9 @@ func (s *Server) phaseClusterReset(ctx context.Context, c *certs) error {
 // resetPartitionMembers are this server's partition members as a reset
 // or restore makes them: each a new raft group of its own ID.
 func (s *Server) resetPartitionMembers(c *certs) ([]etcd.Member, error) {
+	if err := s.requireNoOtherPartitionData(); err != nil {
+		return nil, err
+	}
 	var out []etcd.Member
 	for _, p := range s.cfg.Partitions {
 		m := s.partitionMember(c, p)
@@ -468,8 +476,10 @@ func (s *Server) resetPartitionMembers(c *certs) ([]etcd.Member, error) {
 func (s *Server) resetPartitions(ctx context.Context, partitions []etcd.Member) error {
 	for _, m := range partitions {
 		if !etcd.HasData(m.DataDir) {
-			return fmt.Errorf("--cluster-reset: the %s partition has no data in %s to reset (nothing was changed in it)", m.Partition, m.DataDir)
+			return fmt.Errorf("--cluster-reset: the %s partition has no data in %s to reset (nothing was changed)", m.Partition, m.DataDir)
 		}
+	}
+	for _, m := range partitions {
 		m.ForceNewCluster = true
 		r, err := etcd.Start(ctx, m)
 		if err != nil {

@@ -69,8 +69,55 @@ func requireLayout(recorded, want etcd.Layout) error {
 	if slices.Equal(recorded.Partitions, want.Partitions) {
 		return nil
 	}
-	return fmt.Errorf("--etcd-partitions %q: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=%q",
-		strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), strings.Join(recorded.Partitions, ","))
+	fix := "start every server without --etcd-partitions"
+	if len(recorded.Partitions) > 0 {
+		fix = "give every server --etcd-partitions=" + strings.Join(recorded.Partitions, ",")
+	}
+	return fmt.Errorf("--etcd-partitions=%s: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): %s",
+		strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), fix)
+}
+
+// partitionsFlag is the --etcd-partitions flag a joining server needs
+// (" --etcd-partitions=pods,nodes"; "" without partitions).
+func partitionsFlag(layout etcd.Layout) string {
+	if len(layout.Partitions) == 0 {
+		return ""
+	}
+	return " --etcd-partitions=" + strings.Join(layout.Partitions, ",")
+}
+
+// requireJoinLayout checks a joining server's --etcd-partitions against
+// the layout the cluster's durable etcd records (none recorded: a cluster
+// of a release before partitions, which has none).
+func (s *Server) requireJoinLayout(ctx context.Context, clientTLS etcd.TLS) error {
+	cli, err := etcd.NewClient(s.member.seeds, clientTLS)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	recorded, _, err := etcd.ReadLayout(ctx, cli)
+	if err != nil {
+		return err
+	}
+	if recorded.Partitions == nil {
+		recorded.Partitions = []string{}
+	}
+	return requireLayout(recorded, s.wantLayout())
+}
+
+// requireNoOtherPartitionData refuses a reset or restore that would leave
+// a partition's data as it is: one with data here that --etcd-partitions
+// does not name would keep its old members, without a quorum.
+func (s *Server) requireNoOtherPartitionData() error {
+	for _, p := range constants.StorePartitions {
+		if slices.ContainsFunc(s.cfg.Partitions, func(q constants.StorePartition) bool { return q.Name == p.Name }) {
+			continue
+		}
+		if dir := s.dir().EtcdPartition(p.Name); etcd.HasData(dir) {
+			return fmt.Errorf("--etcd-partitions: %s holds the %s partition's data, which a reset without it would leave with its old members: give the server's --etcd-partitions (with %s) (nothing was changed)", dir, p.Name, p.Name)
+		}
+	}
+	return nil
 }
 
 func describePartitions(names []string) string {
@@ -123,15 +170,25 @@ func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client
 		return nil, err
 	}
 	if !etcd.HasData(m.DataDir) {
+		mine, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, "")
+		if err != nil {
+			return nil, err
+		}
 		switch {
 		case len(seeds) > 0:
-			if m, err = etcd.Join(ctx, seeds, clientTLS, m, report); err != nil {
+			joined, err := etcd.Join(ctx, seeds, clientTLS, m, report)
+			if err != nil {
 				return nil, fmt.Errorf("joining the %s partition's members %s: %w", m.Partition, strings.Join(seeds, ", "), err)
 			}
+			m = joined
 		case len(durable.OtherClientURLs()) > 0:
 			// Another group would split the partition: kube-apiservers
 			// would each see their own.
 			return nil, fmt.Errorf("the %s partition records no member to join, yet this server's durable etcd has peers: start a server that has the partition's data first", m.Partition)
+		case len(mine) > 0:
+			// This server's member ran, and its data is gone: an empty
+			// group would drop every object of the partition.
+			return nil, fmt.Errorf("the %s partition's data in %s is gone, yet the durable etcd records this server's member of it: restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", m.Partition, m.DataDir)
 		default:
 			if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
 				return nil, err
@@ -150,6 +207,14 @@ func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client
 	if err := etcd.RecordPartitionMember(ctx, durableCli, m.Partition, r.Member); err != nil {
 		r.Stop()
 		return nil, err
+	}
+	if r.Member.Name != m.Partition {
+		// A lone server's member was recorded under the partition's
+		// name, at its loopback address; --cluster-init renamed it.
+		if err := etcd.ForgetPartitionMember(ctx, durableCli, m.Partition, m.Partition); err != nil {
+			r.Stop()
+			return nil, err
+		}
 	}
 	if err := r.HousekeepAtStart(ctx, report); err != nil {
 		r.Stop()

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
@@ -35,7 +37,7 @@ func TestSettleLayout(t *testing.T) {
 		t.Errorf("the same partitions again: %v", err)
 	}
 	err := serverWithPartitions("pods").settleLayout(ctx, cli)
-	want := `--etcd-partitions "pods": the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions="pods,nodes"`
+	want := "--etcd-partitions=pods: the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods,nodes"
 	if err == nil || err.Error() != want {
 		t.Errorf("other partitions: %v, want %q", err, want)
 	}
@@ -54,5 +56,38 @@ func TestSettleLayout(t *testing.T) {
 	}
 	if got, ok, err := etcd.ReadLayout(ctx, ran); err != nil || !ok || len(got.Partitions) != 0 {
 		t.Errorf("recorded %+v, %v, %v; want no partitions", got, ok, err)
+	}
+	err = serverWithPartitions("nodes").settleLayout(ctx, ran)
+	want = "--etcd-partitions=nodes: the cluster keeps no resource in partitions of their own (recorded in its durable etcd when it was made): start every server without --etcd-partitions"
+	if err == nil || err.Error() != want {
+		t.Errorf("partitions on a cluster recorded without: %v, want %q", err, want)
+	}
+}
+
+// A reset or restore is refused while a partition --etcd-partitions does
+// not name has data here: it would keep its old members.
+func TestResetRefusedWithOtherPartitionData(t *testing.T) {
+	s := serverWithPartitions("nodes")
+	s.cfg.DataDir = t.TempDir()
+	if err := s.requireNoOtherPartitionData(); err != nil {
+		t.Fatalf("no partition data: %v", err)
+	}
+	wal := filepath.Join(s.dir().EtcdPartition("pods"), "member", "wal")
+	if err := os.MkdirAll(wal, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wal, "0000000000000000-0000000000000000.wal"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := s.requireNoOtherPartitionData()
+	dir := s.dir().EtcdPartition("pods")
+	want := "--etcd-partitions: " + dir + " holds the pods partition's data, which a reset without it would leave with its old members: give the server's --etcd-partitions (with pods) (nothing was changed)"
+	if err == nil || err.Error() != want {
+		t.Errorf("pods data, --etcd-partitions=nodes: %v, want %q", err, want)
+	}
+	both := serverWithPartitions("pods", "nodes")
+	both.cfg.DataDir = s.cfg.DataDir
+	if err := both.requireNoOtherPartitionData(); err != nil {
+		t.Errorf("pods data, --etcd-partitions=pods,nodes: %v", err)
 	}
 }

@@ -200,7 +200,7 @@ func (s *Server) runTokenFiles() error {
 	s.step("ready: export KUBECONFIG=%s (or use k1m kubectl)", AdminKubeconfig(s.cfg.DataDir))
 	s.step("join nodes with: k1m agent --server %s --token $(cat %s)", url, TokenFile(s.cfg.DataDir))
 	if s.token.seal != "" {
-		s.step("join servers with: k1m server --server %s --token $(cat %s) (it opens the cluster's CA keys: keep it to servers)", url, ServerTokenFile(s.cfg.DataDir))
+		s.step("join servers with: k1m server --server %s --token $(cat %s)%s (it opens the cluster's CA keys: keep it to servers)", url, ServerTokenFile(s.cfg.DataDir), partitionsFlag(s.wantLayout()))
 	}
 	return nil
 }

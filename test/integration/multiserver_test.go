@@ -567,12 +567,17 @@ func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataR
 		name, token string
 		flags       []string
 		want        string
+		cleared     bool // the token and settings pass: the CAs are fetched
 	}{
-		{"an agent's token", agentToken, nil, "--token: not a server token: token "},
-		{"the servers' join token without the seal", strings.TrimSpace(string(joinToken)), nil, "--token: not a server token: token "},
-		{"a token naming another CA", wrongCA, nil, "--token: the server's CA (sha256 "},
+		{"an agent's token", agentToken, nil, "--token: not a server token: token ", false},
+		{"the servers' join token without the seal", strings.TrimSpace(string(joinToken)), nil, "--token: not a server token: token ", false},
+		{"a token naming another CA", wrongCA, nil, "--token: the server's CA (sha256 ", false},
 		{"another cluster domain", strings.TrimSpace(string(serverToken)), []string{"--cluster-domain=other.example"},
-			"--cluster-domain other.example differs from the cluster's cluster.local: every server of a cluster has the same; start this one with --cluster-domain=cluster.local"},
+			"--cluster-domain other.example differs from the cluster's cluster.local: every server of a cluster has the same; start this one with --cluster-domain=cluster.local", false},
+		// Refused before its durable member is added: one added and
+		// never run would leave the cluster a voter short.
+		{"other store partitions", strings.TrimSpace(string(serverToken)), []string{"--etcd-partitions=pods"},
+			"--etcd-partitions=pods: the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods,nodes", true},
 	} {
 		dir := filepath.Join(dataRoot, "refused-server")
 		os.RemoveAll(dir)
@@ -583,11 +588,12 @@ func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataR
 		if err == nil || !strings.Contains(string(out), failedPrefix+c.want) {
 			t.Errorf("%s: %v, output:\n%s\nwant an error starting %q", c.name, err, tail(out), c.want)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "tls", "ca.key")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "tls", "ca.key")); err == nil && !c.cleared {
 			t.Errorf("%s: the refused server wrote the cluster's CA key", c.name)
 		}
 		os.RemoveAll(dir)
 	}
+	m.requireMembers(ctx, t)
 }
 
 // testRemoveRefused stops server 2 and asks server 1 to remove server 3:
