@@ -53,14 +53,22 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: partitions are set when a cluster is made (start the server without --etcd-partitions)",
 				strings.Join(want.Partitions, ","))
 		}
-		if ran {
-			want = etcd.Layout{Partitions: []string{}}
-		}
 		if recorded, err = etcd.RecordLayout(ctx, durable, want); err != nil {
 			return err
 		}
 	}
 	return requireLayout(recorded, want)
+}
+
+// checkLayout reads the layout the durable etcd records and refuses
+// --etcd-partitions other than it (none recorded: a cluster of a release
+// before partitions, which has none).
+func (s *Server) checkLayout(ctx context.Context, durable *clientv3.Client) error {
+	recorded, _, err := etcd.ReadLayout(ctx, durable)
+	if err != nil {
+		return err
+	}
+	return requireLayout(recorded, s.wantLayout())
 }
 
 // requireLayout refuses a server whose --etcd-partitions (want) are not
@@ -87,22 +95,14 @@ func partitionsFlag(layout etcd.Layout) string {
 }
 
 // requireJoinLayout checks a joining server's --etcd-partitions against
-// the layout the cluster's durable etcd records (none recorded: a cluster
-// of a release before partitions, which has none).
+// the layout the cluster's durable etcd records.
 func (s *Server) requireJoinLayout(ctx context.Context, clientTLS etcd.TLS) error {
 	cli, err := etcd.NewClient(s.member.seeds, clientTLS)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	recorded, _, err := etcd.ReadLayout(ctx, cli)
-	if err != nil {
-		return err
-	}
-	if recorded.Partitions == nil {
-		recorded.Partitions = []string{}
-	}
-	return requireLayout(recorded, s.wantLayout())
+	return s.checkLayout(ctx, cli)
 }
 
 // requireNoOtherPartitionData refuses a reset or restore that would leave
@@ -170,7 +170,8 @@ func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client
 		return nil, err
 	}
 	if !etcd.HasData(m.DataDir) {
-		mine, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, "")
+		// With no other member recorded, any record is this server's.
+		recorded, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, "")
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +186,7 @@ func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client
 			// Another group would split the partition: kube-apiservers
 			// would each see their own.
 			return nil, fmt.Errorf("the %s partition records no member to join, yet this server's durable etcd has peers: start a server that has the partition's data first", m.Partition)
-		case len(mine) > 0:
+		case len(recorded) > 0:
 			// This server's member ran, and its data is gone: an empty
 			// group would drop every object of the partition.
 			return nil, fmt.Errorf("the %s partition's data in %s is gone, yet the durable etcd records this server's member of it: restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", m.Partition, m.DataDir)
@@ -248,15 +249,7 @@ func (s *Server) joinedPartition(ctx context.Context, r *etcd.Running, seeds []s
 // every partition the durable etcd records, once --etcd-partitions is
 // checked against its layout.
 func (s *Server) remotePartitions(ctx context.Context, durable *clientv3.Client) ([]partitionStore, error) {
-	recorded, ok, err := etcd.ReadLayout(ctx, durable)
-	if err != nil {
-		return nil, err
-	}
-	want := s.wantLayout()
-	if !ok {
-		recorded = etcd.Layout{Partitions: []string{}}
-	}
-	if err := requireLayout(recorded, want); err != nil {
+	if err := s.checkLayout(ctx, durable); err != nil {
 		return nil, err
 	}
 	var out []partitionStore

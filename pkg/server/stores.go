@@ -187,30 +187,30 @@ func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
 		}
 		stores.durable, endpoints, tls = members, members, EtcdClientTLS(s.cfg.DataDir)
 	}
-	if len(stores.noFsync) == 0 && flavor.SeparateNoFsyncStore {
+	// The durable etcd records the no-fsync members and, when it is the
+	// servers' own, the partitions' (an external one has none).
+	findNoFsync, findPartitions := len(stores.noFsync) == 0, len(s.cfg.ExternalDurable) == 0
+	if flavor.SeparateNoFsyncStore && (findNoFsync || findPartitions) {
 		cli, err := etcd.NewClient(endpoints, tls)
 		if err != nil {
 			return etcdStores{}, err
 		}
 		defer cli.Close()
-		if stores.noFsync, err = etcd.RecordedNoFsync(ctx, cli); err != nil {
-			return etcdStores{}, err
+		if findNoFsync {
+			if stores.noFsync, err = etcd.RecordedNoFsync(ctx, cli); err != nil {
+				return etcdStores{}, err
+			}
+			if len(stores.noFsync) == 0 {
+				return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
+			}
 		}
-		if len(stores.noFsync) == 0 {
-			return etcdStores{}, errors.New("--disable-etcd: the cluster records no no-fsync member: start a server with etcd first")
-		}
-	}
-	if len(s.cfg.ExternalDurable) == 0 && flavor.SeparateNoFsyncStore {
-		cli, err := etcd.NewClient(endpoints, tls)
-		if err != nil {
-			return etcdStores{}, err
-		}
-		defer cli.Close()
-		if stores.partitions, err = s.remotePartitions(ctx, cli); err != nil {
-			return etcdStores{}, err
-		}
-		for _, p := range stores.partitions {
-			s.step("the %s partition on the cluster's members %s", p.partition.Name, strings.Join(p.urls, ", "))
+		if findPartitions {
+			if stores.partitions, err = s.remotePartitions(ctx, cli); err != nil {
+				return etcdStores{}, err
+			}
+			for _, p := range stores.partitions {
+				s.step("the %s partition on the cluster's members %s", p.partition.Name, strings.Join(p.urls, ", "))
+			}
 		}
 	}
 	if len(stores.noFsync) == 0 {
