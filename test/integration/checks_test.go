@@ -20,7 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/podnet"
+	"k1m.dev/k1m/pkg/testutil"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -34,10 +36,17 @@ type leaseSamples struct {
 
 // sampleLeases reads every node Lease twice a second for six renew
 // intervals, in the background: the subtests that run meanwhile leave the
-// agents running, and the window costs the test no time of its own.
+// agents running, and the window costs the test no time of its own. It
+// reads as the super-admin: Security revokes the admin's binding meanwhile.
 func sampleLeases(ctx context.Context, c *cluster) *leaseSamples {
 	s := &leaseSamples{done: make(chan struct{}), seen: map[string][]time.Time{}}
-	leases := c.client.CoordinationV1().Leases("kube-node-lease")
+	cfg, err := testutil.RESTConfig(datadir.Server(c.serverData()).SuperAdminKubeconfig())
+	if err != nil {
+		s.err = err
+		close(s.done)
+		return s
+	}
+	leases := kubernetes.NewForConfigOrDie(cfg).CoordinationV1().Leases("kube-node-lease")
 	go func() {
 		defer close(s.done)
 		deadline := time.Now().Add(6*renewInterval + 2*time.Second)
