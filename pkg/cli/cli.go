@@ -58,7 +58,7 @@ func newRootCommand() *cobra.Command {
 	if pflag.CommandLine.Lookup("version") == nil {
 		verflag.AddFlags(root.PersistentFlags())
 	}
-	root.AddCommand(newVersionCommand(), newServerCommand(), newAgentCommand(), newCleanupCommand(), newTokenCommand(), newEtcdSnapshotCommand(), newCertificateCommand(), newSecretsEncryptCommand())
+	root.AddCommand(newVersionCommand(), newServerCommand(), newAgentCommand(), newCleanupCommand(), newTokenCommand(), newEtcdSnapshotCommand(), newCertificateCommand(), newSecretsEncryptCommand(), newEtcdPartitionsCommand())
 	return root
 }
 

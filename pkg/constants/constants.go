@@ -46,17 +46,24 @@ type StorePartition struct {
 	// PortOffset puts its members' client port at --etcd-port plus this
 	// (the peer port is one more): 2383 for pods with the defaults.
 	PortOffset int
+	// KeyPrefix is where kube-apiserver keeps its objects in etcd.
+	KeyPrefix string
+	// Movable: a running cluster can move the resource into its partition
+	// (k1m etcd-partitions migrate), its writes refused meanwhile. Servers
+	// write ConfigMaps and Secrets as they start, so those partitions are
+	// set when a cluster is made.
+	Movable bool
 }
 
 // StorePartitions are the resources that can have a partition, in the
 // order servers start them and record them. Leases and Events are not
 // here: they are the no-fsync store's.
 var StorePartitions = []StorePartition{
-	{Name: "pods", Resource: "/pods", PortOffset: 4},
-	{Name: "nodes", Resource: "/nodes", PortOffset: 6},
-	{Name: "endpointslices", Resource: "discovery.k8s.io/endpointslices", PortOffset: 8},
-	{Name: "configmaps", Resource: "/configmaps", PortOffset: 10},
-	{Name: "secrets", Resource: "/secrets", PortOffset: 12},
+	{Name: "pods", Movable: true, Resource: "/pods", PortOffset: 4, KeyPrefix: "/registry/pods/"},
+	{Name: "nodes", Movable: true, Resource: "/nodes", PortOffset: 6, KeyPrefix: "/registry/minions/"},
+	{Name: "endpointslices", Movable: true, Resource: "discovery.k8s.io/endpointslices", PortOffset: 8, KeyPrefix: "/registry/endpointslices/"},
+	{Name: "configmaps", Resource: "/configmaps", PortOffset: 10, KeyPrefix: "/registry/configmaps/"},
+	{Name: "secrets", Resource: "/secrets", PortOffset: 12, KeyPrefix: "/registry/secrets/"},
 }
 
 // StorePartitionNamed is the partition of that name.
@@ -74,6 +81,17 @@ func StorePartitionNames() []string {
 	names := make([]string, len(StorePartitions))
 	for i, p := range StorePartitions {
 		names[i] = p.Name
+	}
+	return names
+}
+
+// MovableStorePartitionNames are the names of the Movable StorePartitions.
+func MovableStorePartitionNames() []string {
+	var names []string
+	for _, p := range StorePartitions {
+		if p.Movable {
+			names = append(names, p.Name)
+		}
 	}
 	return names
 }

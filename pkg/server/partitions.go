@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/poll"
 )
 
 // partitionStore is where kube-apiserver reaches a store partition.
@@ -37,8 +39,12 @@ func (s *Server) wantLayout() etcd.Layout {
 // settleLayout checks --etcd-partitions against the layout the durable
 // etcd records, and records it on a cluster that has none: a new cluster
 // takes the flag's; a cluster that ran without partitions keeps none,
-// since its resources are in the durable etcd already.
+// since its resources are in the durable etcd already. While a migration
+// is under way, the flag must be the layout it moves to.
 func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) error {
+	if migrating, err := s.checkMigration(ctx, durable); migrating || err != nil {
+		return err
+	}
 	want := s.wantLayout()
 	recorded, ok, err := etcd.ReadLayout(ctx, durable)
 	if err != nil {
@@ -50,7 +56,7 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 			return err
 		}
 		if ran && len(want.Partitions) > 0 {
-			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: partitions are set when a cluster is made (start the server without --etcd-partitions)",
+			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: start the server without --etcd-partitions, and move resources with k1m etcd-partitions migrate",
 				strings.Join(want.Partitions, ","))
 		}
 		if recorded, err = etcd.RecordLayout(ctx, durable, want); err != nil {
@@ -62,13 +68,38 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 
 // checkLayout reads the layout the durable etcd records and refuses
 // --etcd-partitions other than it (none recorded: a cluster of a release
-// before partitions, which has none).
+// before partitions, which has none), or, during a migration, other than
+// the layout it moves to.
 func (s *Server) checkLayout(ctx context.Context, durable *clientv3.Client) error {
+	if migrating, err := s.checkMigration(ctx, durable); migrating || err != nil {
+		return err
+	}
 	recorded, _, err := etcd.ReadLayout(ctx, durable)
 	if err != nil {
 		return err
 	}
 	return requireLayout(recorded, s.wantLayout())
+}
+
+// checkMigration reads the migration under way, if any, and refuses
+// --etcd-partitions other than the layout it moves to.
+func (s *Server) checkMigration(ctx context.Context, durable *clientv3.Client) (migrating bool, err error) {
+	mig, ok, err := etcd.ReadMigration(ctx, durable)
+	if err != nil || !ok {
+		return false, err
+	}
+	want := s.wantLayout()
+	if !slices.Equal(mig.To, want.Partitions) {
+		return true, fmt.Errorf("--etcd-partitions=%s: the cluster is moving %s into partitions of their own (k1m etcd-partitions migrate): give every server --etcd-partitions=%s",
+			strings.Join(want.Partitions, ","), strings.Join(mig.Moved(), ", "), strings.Join(mig.To, ","))
+	}
+	s.migration = &mig
+	return true, nil
+}
+
+// moving tells whether a migration under way moves partition's resource.
+func (s *Server) moving(partition string) bool {
+	return s.migration != nil && slices.Contains(s.migration.Moved(), partition)
 }
 
 // requireLayout refuses a server whose --etcd-partitions (want) are not
@@ -81,6 +112,7 @@ func requireLayout(recorded, want etcd.Layout) error {
 	if len(recorded.Partitions) > 0 {
 		fix = "give every server --etcd-partitions=" + strings.Join(recorded.Partitions, ",")
 	}
+	fix += ", and move resources with k1m etcd-partitions migrate"
 	return fmt.Errorf("--etcd-partitions=%s: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): %s",
 		strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), fix)
 }
@@ -157,6 +189,10 @@ func (s *Server) phasePartitions(ctx context.Context, c *certs, durable *etcd.Ru
 		}
 		started = append(started, r)
 	}
+	if err := s.recordServerLayout(ctx, cli); err != nil {
+		stopAll()
+		return nil, err
+	}
 	return started, nil
 }
 
@@ -164,37 +200,13 @@ func (s *Server) phasePartitions(ctx context.Context, c *certs, durable *etcd.Ru
 // records where it serves.
 func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client, durable *etcd.Running, m etcd.Member) (*etcd.Running, error) {
 	report := func(msg string) { s.step("%s", msg) }
-	clientTLS := EtcdClientTLS(s.cfg.DataDir)
 	seeds, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, m.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !etcd.HasData(m.DataDir) {
-		// With no other member recorded, any record is this server's.
-		recorded, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, "")
-		if err != nil {
+		if m, seeds, err = s.newPartitionMember(ctx, durableCli, durable, m, seeds); err != nil {
 			return nil, err
-		}
-		switch {
-		case len(seeds) > 0:
-			joined, err := etcd.Join(ctx, seeds, clientTLS, m, report)
-			if err != nil {
-				return nil, fmt.Errorf("joining the %s partition's members %s: %w", m.Partition, strings.Join(seeds, ", "), err)
-			}
-			m = joined
-		case len(durable.OtherClientURLs()) > 0:
-			// Another group would split the partition: kube-apiservers
-			// would each see their own.
-			return nil, fmt.Errorf("the %s partition records no member to join, yet this server's durable etcd has peers: start a server that has the partition's data first", m.Partition)
-		case len(recorded) > 0:
-			// This server's member ran, and its data is gone: an empty
-			// group would drop every object of the partition.
-			return nil, fmt.Errorf("the %s partition's data in %s is gone, yet the durable etcd records this server's member of it: restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", m.Partition, m.DataDir)
-		default:
-			if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
-				return nil, err
-			}
-			s.step("starting the %s partition's etcd group (%s)", m.Partition, m.DataDir)
 		}
 	}
 	r, err := etcd.Start(ctx, m)
@@ -224,6 +236,88 @@ func (s *Server) startPartition(ctx context.Context, durableCli *clientv3.Client
 	return r, nil
 }
 
+// newPartitionMember prepares m, this server's member of a partition,
+// when it has no data: it joins the members recorded (seeds, as a
+// learner); during a migration that moves the partition's resource, the
+// first server seeds the partition from its durable etcd and the others
+// wait for it; otherwise the first server makes the group.
+func (s *Server) newPartitionMember(ctx context.Context, durableCli *clientv3.Client, durable *etcd.Running, m etcd.Member, seeds []string) (etcd.Member, []string, error) {
+	report := func(msg string) { s.step("%s", msg) }
+	clientTLS := EtcdClientTLS(s.cfg.DataDir)
+	// With no other member recorded, any record is this server's.
+	recorded, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, "")
+	if err != nil {
+		return m, nil, err
+	}
+	if len(seeds) == 0 && len(recorded) == 0 && s.moving(m.Partition) {
+		seeded, err := s.seedPartition(ctx, durableCli, durable, &m)
+		if err != nil || seeded {
+			return m, nil, err
+		}
+		if seeds, err = etcd.PartitionMembers(ctx, durableCli, m.Partition, m.Name); err != nil {
+			return m, nil, err
+		}
+	}
+	switch {
+	case len(seeds) > 0:
+		joined, err := etcd.Join(ctx, seeds, clientTLS, m, report)
+		if err != nil {
+			return m, nil, fmt.Errorf("joining the %s partition's members %s: %w", m.Partition, strings.Join(seeds, ", "), err)
+		}
+		return joined, seeds, nil
+	case len(durable.OtherClientURLs()) > 0:
+		// Another group would split the partition: kube-apiservers
+		// would each see their own.
+		return m, nil, fmt.Errorf("the %s partition records no member to join, yet this server's durable etcd has peers: start a server that has the partition's data first", m.Partition)
+	case len(recorded) > 0:
+		// This server's member ran, and its data is gone: an empty
+		// group would drop every object of the partition.
+		return m, nil, fmt.Errorf("the %s partition's data in %s is gone, yet the durable etcd records this server's member of it: restore a snapshot (k1m server --cluster-reset --cluster-reset-restore-path FILE)", m.Partition, m.DataDir)
+	}
+	if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
+		return m, nil, err
+	}
+	s.step("starting the %s partition's etcd group (%s)", m.Partition, m.DataDir)
+	return m, nil, nil
+}
+
+// seedPartition seeds the partition of m from this server's durable etcd
+// if this server is the first to claim it (seeded), or waits until the
+// server that claimed it records its member.
+func (s *Server) seedPartition(ctx context.Context, durableCli *clientv3.Client, durable *etcd.Running, m *etcd.Member) (seeded bool, err error) {
+	holder, err := etcd.ClaimSeed(ctx, durableCli, m.Partition, s.nodeName)
+	if err != nil {
+		return false, err
+	}
+	if holder != s.nodeName {
+		s.step("waiting for server %s to seed the %s partition (k1m etcd-partitions migrate)", holder, m.Partition)
+		return false, poll.Until(ctx, 2*time.Second, partitionSeedWait, "server "+holder+" seeding the "+m.Partition+" partition", func(ctx context.Context) error {
+			urls, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, m.Name)
+			if err == nil && len(urls) == 0 {
+				err = errors.New("no member recorded yet")
+			}
+			return err
+		})
+	}
+	p, _ := constants.StorePartitionNamed(m.Partition)
+	if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
+		return false, err
+	}
+	s.step("seeding the %s partition from this server's durable etcd (k1m etcd-partitions migrate)", m.Partition)
+	bump := uint64(time.Now().UnixMicro())
+	return true, etcd.SeedPartition(ctx, durable.Member.ClientURL(), EtcdClientTLS(s.cfg.DataDir), *m, p.KeyPrefix, bump, func(msg string) { s.step("%s", msg) })
+}
+
+// partitionSeedWait bounds a server's wait for another to seed a
+// partition: the copy of a durable etcd of several GiB takes minutes.
+const partitionSeedWait = 30 * time.Minute
+
+// recordServerLayout records the layout this server's kube-apiserver
+// starts with, which k1m etcd-partitions migrate waits on.
+func (s *Server) recordServerLayout(ctx context.Context, durable *clientv3.Client) error {
+	return etcd.RecordServerLayout(ctx, durable, s.nodeName, etcd.ServerLayout{Partitions: s.wantLayout().Partitions, Address: apiURL(s.advertise, s.cfg.HTTPSPort)})
+}
+
 // joinedPartition makes a clustered server's running member reachable by
 // the other servers and a voting member.
 func (s *Server) joinedPartition(ctx context.Context, r *etcd.Running, seeds []string) error {
@@ -250,6 +344,9 @@ func (s *Server) joinedPartition(ctx context.Context, r *etcd.Running, seeds []s
 // checked against its layout.
 func (s *Server) remotePartitions(ctx context.Context, durable *clientv3.Client) ([]partitionStore, error) {
 	if err := s.checkLayout(ctx, durable); err != nil {
+		return nil, err
+	}
+	if err := s.recordServerLayout(ctx, durable); err != nil {
 		return nil, err
 	}
 	var out []partitionStore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
@@ -37,7 +38,7 @@ func TestSettleLayout(t *testing.T) {
 		t.Errorf("the same partitions again: %v", err)
 	}
 	err := serverWithPartitions("pods").settleLayout(ctx, cli)
-	want := "--etcd-partitions=pods: the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods,nodes"
+	want := "--etcd-partitions=pods: the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods,nodes, and move resources with k1m etcd-partitions migrate"
 	if err == nil || err.Error() != want {
 		t.Errorf("other partitions: %v, want %q", err, want)
 	}
@@ -47,7 +48,7 @@ func TestSettleLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = serverWithPartitions("pods").settleLayout(ctx, ran)
-	want = "--etcd-partitions pods: this cluster was made without partitions and every resource is in its durable etcd: partitions are set when a cluster is made (start the server without --etcd-partitions)"
+	want = "--etcd-partitions pods: this cluster was made without partitions and every resource is in its durable etcd: start the server without --etcd-partitions, and move resources with k1m etcd-partitions migrate"
 	if err == nil || err.Error() != want {
 		t.Errorf("partitions on a cluster that ran without: %v, want %q", err, want)
 	}
@@ -58,9 +59,43 @@ func TestSettleLayout(t *testing.T) {
 		t.Errorf("recorded %+v, %v, %v; want no partitions", got, ok, err)
 	}
 	err = serverWithPartitions("nodes").settleLayout(ctx, ran)
-	want = "--etcd-partitions=nodes: the cluster keeps no resource in partitions of their own (recorded in its durable etcd when it was made): start every server without --etcd-partitions"
+	want = "--etcd-partitions=nodes: the cluster keeps no resource in partitions of their own (recorded in its durable etcd when it was made): start every server without --etcd-partitions, and move resources with k1m etcd-partitions migrate"
 	if err == nil || err.Error() != want {
 		t.Errorf("partitions on a cluster recorded without: %v, want %q", err, want)
+	}
+}
+
+// During a migration a server must have the layout it moves to, which
+// its kube-apiserver then uses; it learns which partitions it moves.
+func TestSettleLayoutDuringAMigration(t *testing.T) {
+	ctx := context.Background()
+	cli, _ := etcdtest.Start(t)
+	if _, err := cli.Put(ctx, "/registry/pods/default/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.StartMigration(ctx, cli, etcd.Migration{From: []string{}, To: []string{"pods", "nodes"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, names := range [][]string{{}, {"pods"}} {
+		s := serverWithPartitions(names...)
+		err := s.settleLayout(ctx, cli)
+		want := "--etcd-partitions=" + strings.Join(names, ",") + ": the cluster is moving pods, nodes into partitions of their own (k1m etcd-partitions migrate): give every server --etcd-partitions=pods,nodes"
+		if err == nil || err.Error() != want {
+			t.Errorf("--etcd-partitions=%s: %v, want %q", strings.Join(names, ","), err, want)
+		}
+		if err := s.checkLayout(ctx, cli); err == nil || err.Error() != want {
+			t.Errorf("checkLayout, --etcd-partitions=%s: %v, want %q", strings.Join(names, ","), err, want)
+		}
+	}
+	s := serverWithPartitions("pods", "nodes")
+	if err := s.settleLayout(ctx, cli); err != nil {
+		t.Fatalf("the layout moved to: %v", err)
+	}
+	if !s.moving("pods") || !s.moving("nodes") || s.moving("endpointslices") {
+		t.Errorf("moving pods %v, nodes %v, endpointslices %v; want true, true, false", s.moving("pods"), s.moving("nodes"), s.moving("endpointslices"))
+	}
+	if got, _, _ := etcd.ReadLayout(ctx, cli); len(got.Partitions) != 0 {
+		t.Errorf("recorded layout %v during the migration, want none until it ends", got.Partitions)
 	}
 }
 

@@ -154,7 +154,7 @@ func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o Rem
 			return err
 		}
 	}
-	return nil
+	return etcd.ForgetServerLayout(ctx, durable, o.Name)
 }
 
 func adminClient(dataDir string) (kubernetes.Interface, error) {

@@ -54,6 +54,7 @@ import (
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/dnsscale"
 	"k1m.dev/k1m/pkg/elect"
+	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/kubeconfig"
@@ -80,6 +81,9 @@ type Server struct {
 	adminREST *rest.Config // admin over [::1], set once kube-apiserver is up
 	memory    memoryPlan
 	member    membership
+	// migration is the partitions' migration under way, as the durable
+	// etcd recorded it when the server started (nil: none).
+	migration *etcd.Migration
 
 	// What the phases made, for the phases after them.
 	token       serverToken
