@@ -35,16 +35,22 @@ type cluster struct {
 	root, dataRoot, clusterDir, k1m string
 	client                          kubernetes.Interface
 	renew                           time.Duration // the server's renew interval; renewInterval until a test changes it
+	partitions                      string        // the server's --etcd-partitions, once a test moved resources into them
 	t                               *testing.T    // the top test, for helpers that fail it
 }
 
 // harness is the local cluster harness for this cluster, with the server
-// flags of the moment (a test changes c.renew between server starts).
+// flags of the moment (a test changes c.renew or c.partitions between
+// server starts).
 func (c *cluster) harness(t *testing.T) *localcluster.Cluster {
 	t.Helper()
+	args := []string{"--node-lease-renew-interval=" + c.renew.String()}
+	if c.partitions != "" {
+		args = append(args, "--etcd-partitions="+c.partitions)
+	}
 	h, err := localcluster.New(localcluster.Options{Nodes: nodes, K1M: c.k1m, ClusterDir: c.clusterDir, DataRoot: c.dataRoot,
 		ImagesDir:  filepath.Join(c.root, "_output", "images"),
-		ServerArgs: append(append([]string{"--node-lease-renew-interval=" + c.renew.String()}, c.securityServerArgs()...), serverNodeFlags...),
+		ServerArgs: append(append(args, c.securityServerArgs()...), serverNodeFlags...),
 		AgentArgs:  agentNodeFlags})
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +156,7 @@ func TestCluster(t *testing.T) {
 	t.Run("CrashKeepsAcknowledgedWrites", func(t *testing.T) { testCrash(ctx, t, c) })
 	t.Run("NoFsyncStoreIsDisposable", func(t *testing.T) { testNoFsyncStoreDisposable(ctx, t, c) })
 	t.Run("SnapshotAndRestore", func(t *testing.T) { testSnapshotRestore(ctx, t, c) })
+	t.Run("MoveIntoPartitions", func(t *testing.T) { testMoveIntoPartitions(ctx, t, c) })
 	// Last: it leaves the cluster on another lease profile.
 	t.Run("LeaseProfileChange", func(t *testing.T) { testLeaseProfileChange(ctx, t, c) })
 }
