@@ -70,7 +70,9 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "during-migration", Namespace: metav1.NamespaceDefault},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: busybox}}}}
-	refused := func(err error) bool { return apierrors.IsForbidden(err) && strings.Contains(err.Error(), server.FreezeName) }
+	refused := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), server.FreezeName)
+	}
 	testutil.Eventually(t, time.Minute, "Pod writes refused by "+server.FreezeName, func() error {
 		_, err := c.client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if !refused(err) {
