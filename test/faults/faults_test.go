@@ -49,8 +49,8 @@ func TestFaults(t *testing.T) {
 	}
 	if v := os.Getenv("FAULTS_PARTITIONS"); v != "" {
 		c.opts.Partitions = strings.Split(v, ",")
-		if FromEarlierRelease(scenarios) {
-			t.Fatalf("PARTITIONS=%s with the upgrade scenario: the earlier release it starts from has no partitions; leave the upgrade out (SCENARIOS=...) or PARTITIONS empty", v)
+		if err := RequireMovable(scenarios, c.opts.Partitions); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if FromEarlierRelease(scenarios) {

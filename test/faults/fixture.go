@@ -58,14 +58,15 @@ type Options struct {
 	EtcdDiskSize string
 	// Partitions are the store partitions the cluster is made with
 	// (--etcd-partitions); none: the durable etcd holds every resource
-	// but Events and Leases. Not with FromK1M: earlier releases have none.
+	// but Events and Leases. With FromK1M (earlier releases have none),
+	// the upgrade scenario moves the resources into them.
 	Partitions []string
 	Out        io.Writer
 }
 
 // serverArgs are the flags every server of the campaign gets.
 func (o Options) serverArgs() []string {
-	if len(o.Partitions) == 0 {
+	if len(o.Partitions) == 0 || o.FromK1M != "" {
 		return nil
 	}
 	return []string{"--etcd-partitions=" + strings.Join(o.Partitions, ",")}

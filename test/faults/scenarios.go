@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k1m.dev/k1m/pkg/agent/loadbalancer"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/test/clustercheck"
 )
 
@@ -115,6 +116,21 @@ func boolOrder(b bool) int {
 // started from an earlier release.
 func FromEarlierRelease(scenarios []Scenario) bool {
 	return slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.FromEarlierRelease })
+}
+
+// RequireMovable refuses partitions the upgrade scenario cannot move into
+// (it starts from a release without partitions and migrates).
+func RequireMovable(scenarios []Scenario, partitions []string) error {
+	if !FromEarlierRelease(scenarios) {
+		return nil
+	}
+	for _, name := range partitions {
+		if p, ok := constants.StorePartitionNamed(name); ok && !p.Movable {
+			return fmt.Errorf("PARTITIONS=%s with the upgrade scenario, which migrates into them: %s can only be set when a cluster is made; give some of %s",
+				strings.Join(partitions, ","), name, strings.Join(constants.MovableStorePartitionNames(), ", "))
+		}
+	}
+	return nil
 }
 
 func scenarioNames() []string {

@@ -32,7 +32,8 @@ import (
 // this tree's binary; the database keeps every acknowledged write through
 // it, a member's pod deletion and its node's restart. After, every
 // process runs the new binary, every server records the new release and
-// the components still serve.
+// the components still serve. With Options.Partitions, the upgraded
+// cluster then moves those resources into partitions (migrateToPartitions).
 func upgrade(ctx context.Context, f *Fixture) error {
 	if f.opts.FromK1M == "" || f.opts.ViaK1M == "" {
 		return fmt.Errorf("the upgrade scenario needs the cluster started from an earlier release and a release in between (UPGRADE_FROM and UPGRADE_VIA; make upgrade-test builds them)")
@@ -57,6 +58,11 @@ func upgrade(ctx context.Context, f *Fixture) error {
 	}
 	if err := f.checkGainedComponents(ctx); err != nil {
 		return err
+	}
+	if len(f.opts.Partitions) > 0 {
+		if err := f.migrateToPartitions(ctx); err != nil {
+			return err
+		}
 	}
 	if err := databaseKeepsItsWrites(ctx, db, written); err != nil {
 		return fmt.Errorf("the replicated database: %w", err)
