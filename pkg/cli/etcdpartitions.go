@@ -2,10 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/grpclog"
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
@@ -43,6 +46,9 @@ func newMigrateCommand() *cobra.Command {
 			if err := refuseExternalDurable(m.DataDir); err != nil {
 				return err
 			}
+			// The servers restart while it waits: the etcd client's
+			// reconnect warnings would bury its progress lines.
+			grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 			m.Partitions, m.Out = partitions, cmd.OutOrStdout()
 			if err := m.Run(cmd.Context()); err != nil {
 				return fmt.Errorf("%w (is the server running with --data-dir %s and --etcd-port %d?)", err, m.DataDir, m.EtcdPort)
