@@ -10,6 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/mvcc"
+	"go.etcd.io/etcd/server/v3/mvcc/buckets"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -28,6 +29,34 @@ func (r *Running) usage() usage {
 	b := r.etcd.Server.Backend()
 	return usage{size: b.Size(), inUse: b.SizeInUse(), quota: r.Member.quota()}
 }
+
+// freshUsage is usage once the pages a compaction freed count as free.
+// etcd counts the pages in use when it begins a write transaction, from
+// what bbolt knew when the last one ended; pages freed while a read was
+// open stay pending until a later write transaction begins without it.
+// Under NOSPACE no client write comes to commit one, so the count can
+// stay as it was before the compaction until kube-apiserver's next
+// compaction (5 minutes). A few empty commits settle it: each marks the
+// meta bucket (which exists, so nothing changes) to make etcd commit.
+func (r *Running) freshUsage() usage {
+	b := r.etcd.Server.Backend()
+	for i := 0; i < freshUsageCommits; i++ {
+		tx := b.BatchTx()
+		tx.LockOutsideApply()
+		tx.UnsafeCreateBucket(buckets.Meta)
+		tx.Unlock()
+		b.ForceCommit()
+		time.Sleep(freshUsageGap)
+	}
+	return r.usage()
+}
+
+// freshUsageCommits and freshUsageGap: a read open across one commit is
+// done by the next, 20 ms later (etcd's reads take milliseconds).
+const (
+	freshUsageCommits = 3
+	freshUsageGap     = 20 * time.Millisecond
+)
 
 func (u usage) String() string {
 	return fmt.Sprintf("database %s, %s of it in use, quota %s", mib(u.size), mib(u.inUse), mib(u.quota))
@@ -168,7 +197,9 @@ func (r *Running) recoverNoSpace(ctx context.Context, report func(string)) error
 		return err
 	}
 	if u := r.usage(); !u.roomAfterDefrag() {
-		return fmt.Errorf("%w: %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.label(), u, r.noSpaceFix())
+		if u = r.freshUsage(); !u.roomAfterDefrag() {
+			return fmt.Errorf("%w: %s (%s) has over 90%% of its quota in use after compaction: %s", ErrNoSpace, r.Member.label(), u, r.noSpaceFix())
+		}
 	}
 	did := "disarmed"
 	if u := r.usage(); u.needsDefragToWrite() || u.worthDefrag() {
@@ -200,7 +231,13 @@ func (r *Running) defragBeforeWrites(report func(string)) {
 	r.noSpace.Lock()
 	defer r.noSpace.Unlock()
 	u := r.usage()
-	if !u.needsDefragToWrite() || !u.roomAfterDefrag() || !r.roomForDefrag(u) {
+	if !u.needsDefragToWrite() {
+		return
+	}
+	if !u.roomAfterDefrag() {
+		u = r.freshUsage()
+	}
+	if !u.roomAfterDefrag() || !r.roomForDefrag(u) {
 		return
 	}
 	if err := r.etcd.Server.Backend().Defrag(); err != nil {
