@@ -181,13 +181,22 @@ func TestNoSpaceRecoversWithAReadOpenDuringCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The read is held across the compaction's commits (etcd commits
+	// every 100 ms), and let go well before etcd's request timeout: a
+	// commit that must remap the file waits for every read.
 	read := r.etcd.Server.Backend().ConcurrentReadTx()
 	read.RLock()
-	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(3 * time.Second)
 		read.RUnlock()
+		close(released)
+	}()
+	_, err = cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	<-released
+	if err != nil {
 		t.Fatal(err)
 	}
-	read.RUnlock()
 	if u := r.usage(); u.roomAfterDefrag() {
 		t.Fatalf("etcd counted the freed pages at once (%s): the test no longer holds them pending", u)
 	}
