@@ -12,6 +12,7 @@ import (
 
 	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/constants"
+	"k1m.dev/k1m/pkg/flavor"
 	"k1m.dev/k1m/pkg/server"
 )
 
@@ -43,6 +44,9 @@ func newMigrateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !flavor.SeparateNoFsyncStore {
+				return fmt.Errorf("k1m etcd-partitions: the stock build keeps every resource in one etcd")
+			}
 			if err := refuseExternalDurable(m.DataDir); err != nil {
 				return err
 			}
@@ -50,10 +54,7 @@ func newMigrateCommand() *cobra.Command {
 			// reconnect warnings would bury its progress lines.
 			grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, os.Stderr))
 			m.Partitions, m.Out = partitions, cmd.OutOrStdout()
-			if err := m.Run(cmd.Context()); err != nil {
-				return fmt.Errorf("%w (is the server running with --data-dir %s and --etcd-port %d?)", err, m.DataDir, m.EtcdPort)
-			}
-			return nil
+			return m.Run(cmd.Context())
 		},
 	}
 	fs := cmd.Flags()
@@ -61,6 +62,7 @@ func newMigrateCommand() *cobra.Command {
 	fs.StringVar(&m.DataDir, "data-dir", m.DataDir, "the server's data directory (its etcd client certificate and admin kubeconfig)")
 	fs.IntVar(&m.EtcdPort, "etcd-port", m.EtcdPort, "the server's --etcd-port")
 	fs.DurationVar(&m.Timeout, "timeout", time.Hour, "how long to wait for the servers' restarts")
+	fs.DurationVar(&m.Settle, "settle", 65*time.Second, "how long writes admitted before every server refused them may take to reach etcd: the servers' kube-apiserver --request-timeout (1m) and a margin")
 	return cmd
 }
 

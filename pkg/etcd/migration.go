@@ -171,6 +171,18 @@ func ClaimSeed(ctx context.Context, durable *clientv3.Client, partition, server 
 	return string(kvs[0].Value), nil
 }
 
+// ReleaseSeed forgets server's claim to seed partition (a removed server:
+// another seeds it then).
+func ReleaseSeed(ctx context.Context, durable *clientv3.Client, partition, server string) error {
+	key := partitionSeedPrefix + partition
+	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := durable.Txn(pctx).If(clientv3.Compare(clientv3.Value(key), "=", server)).Then(clientv3.OpDelete(key)).Commit(); err != nil {
+		return fmt.Errorf("forgetting server %s's claim to seed the %s partition (durable etcd %s): %w", server, partition, key, err)
+	}
+	return nil
+}
+
 // ServerLayout is what a server records of its kube-apiserver: the
 // partitions it was started with and the address it advertises.
 type ServerLayout struct {
@@ -178,16 +190,47 @@ type ServerLayout struct {
 	Address    string   `json:"address"`
 }
 
-// RecordServerLayout records server's ServerLayout.
-func RecordServerLayout(ctx context.Context, durable *clientv3.Client, server string, l ServerLayout) error {
+// LayoutRevisions are the revisions at which the layout and the migration
+// records last changed (0: none recorded), as a server saw them when it
+// checked its --etcd-partitions.
+type LayoutRevisions struct{ Layout, Migration int64 }
+
+// ReadLayoutRevisions reads both in one transaction.
+func ReadLayoutRevisions(ctx context.Context, durable *clientv3.Client) (LayoutRevisions, error) {
+	gctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := durable.Txn(gctx).Then(clientv3.OpGet(partitionLayoutKey()), clientv3.OpGet(partitionMigrationKey())).Commit()
+	if err != nil {
+		return LayoutRevisions{}, fmt.Errorf("reading the store's partitions (durable etcd %s): %w", PartitionPrefix, err)
+	}
+	var revs [2]int64
+	for i, r := range resp.Responses {
+		if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+			revs[i] = kvs[0].ModRevision
+		}
+	}
+	return LayoutRevisions{Layout: revs[0], Migration: revs[1]}, nil
+}
+
+// RecordServerLayout records server's ServerLayout if the layout and the
+// migration records are as seen: a server whose check a migration (or its
+// end) overtook would otherwise report a layout it was not checked for.
+func RecordServerLayout(ctx context.Context, durable *clientv3.Client, server string, l ServerLayout, seen LayoutRevisions) error {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	if _, err := durable.Put(pctx, partitionServersPrefix+server, string(data)); err != nil {
+	resp, err := durable.Txn(pctx).If(
+		clientv3.Compare(clientv3.ModRevision(partitionLayoutKey()), "=", seen.Layout),
+		clientv3.Compare(clientv3.ModRevision(partitionMigrationKey()), "=", seen.Migration),
+	).Then(clientv3.OpPut(partitionServersPrefix+server, string(data))).Commit()
+	if err != nil {
 		return fmt.Errorf("recording server %s's partitions in the durable etcd: %w", server, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w while server %s started: start it again", ErrMigrationMoved, server)
 	}
 	return nil
 }

@@ -130,3 +130,35 @@ func TestMigrationRecords(t *testing.T) {
 		t.Errorf("finishing twice: %v, want %v", err, ErrMigrationMoved)
 	}
 }
+
+// A server records its layout only if neither the layout nor a migration
+// changed since it checked them.
+func TestRecordServerLayoutIfUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	durable, clientTLS := startMember(ctx, t, dir, freePortPair(t), 0)
+	defer durable.Stop()
+	cli := client(t, durable.Member, clientTLS)
+	if _, err := RecordLayout(ctx, cli, Layout{Partitions: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := ReadLayoutRevisions(ctx, cli)
+	if err != nil || seen.Layout == 0 || seen.Migration != 0 {
+		t.Fatalf("ReadLayoutRevisions = %+v, %v; want the layout's revision and no migration", seen, err)
+	}
+	l := ServerLayout{Partitions: []string{}, Address: "https://[fd00::1]:6443"}
+	if err := RecordServerLayout(ctx, cli, "s1", l, seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := StartMigration(ctx, cli, Migration{From: []string{}, To: []string{"pods"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := RecordServerLayout(ctx, cli, "s2", l, seen); !errors.Is(err, ErrMigrationMoved) {
+		t.Errorf("recording after a migration began: %v, want %v", err, ErrMigrationMoved)
+	}
+	got, err := ServerLayouts(ctx, cli)
+	if want := map[string]ServerLayout{"s1": l}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ServerLayouts = %+v, %v; want %+v", got, err, want)
+	}
+}

@@ -55,6 +55,10 @@ type Migrate struct {
 	Interval time.Duration
 	// Timeout bounds each wait on the servers (an hour unless set).
 	Timeout time.Duration
+	// Settle is how long writes admitted before every server refused them
+	// may take to reach etcd: kube-apiserver's --request-timeout (1m) and
+	// a margin.
+	Settle time.Duration
 }
 
 func (m *Migrate) say(format string, args ...any) { fmt.Fprintf(m.Out, format+"\n", args...) }
@@ -81,6 +85,9 @@ func (m *Migrate) Run(ctx context.Context) error {
 		return err
 	}
 	defer durable.Close()
+	if _, _, err := etcd.ReadLayout(ctx, durable); err != nil {
+		return fmt.Errorf("%w (is the server running with --data-dir %s and --etcd-port %d?)", err, m.DataDir, m.EtcdPort)
+	}
 	cfg, err := kubeconfig.RESTConfig(datadir.Server(m.DataDir).AdminKubeconfig())
 	if err != nil {
 		return err
@@ -97,7 +104,7 @@ func (m *Migrate) Run(ctx context.Context) error {
 	m.say("writes to %s are refused until every server runs %s: restart each server now, one at a time, with %s",
 		strings.Join(mig.Moved(), ", "), strings.Join(mig.To, ","), to)
 	if err := m.waitForServers(ctx, durable, client, mig.To, "restarted with "+to, m.Timeout); err != nil {
-		return err
+		return fmt.Errorf("%w (the migration stays recorded and the writes refused: restart the servers and run the command again)", err)
 	}
 	var prefixes []string
 	for _, name := range mig.Moved() {
@@ -126,6 +133,11 @@ func (m *Migrate) begin(ctx context.Context, durable *clientv3.Client, client ku
 				strings.Join(want, ","), strings.Join(mig.To, ","), strings.Join(mig.To, ","))
 		}
 		m.say("resuming the migration to %s", strings.Join(mig.To, ","))
+		// An earlier run may have been cut short before the refusal was
+		// confirmed, or it was deleted by hand: it holds again first.
+		if err := m.freeze(ctx, client, cfg, mig.Moved()); err != nil {
+			return etcd.Migration{}, false, fmt.Errorf("%w (the migration stays recorded: run the command again)", err)
+		}
 		return mig, false, nil
 	}
 	layout, _, err := etcd.ReadLayout(ctx, durable)
@@ -150,13 +162,37 @@ func (m *Migrate) begin(ctx context.Context, durable *clientv3.Client, client ku
 		return etcd.Migration{}, false, fmt.Errorf("%w: start every server with this release first (nothing was changed)", err)
 	}
 	if err := m.freeze(ctx, client, cfg, mig.Moved()); err != nil {
-		return etcd.Migration{}, false, err
+		return etcd.Migration{}, false, m.undoFreeze(ctx, durable, client, err)
+	}
+	// A write admitted just before a server took the refusal may still be
+	// on its way to the durable etcd: it must be there before a server
+	// copies it.
+	if m.Settle > 0 {
+		m.say("waiting %s for writes admitted before the refusal to finish (kube-apiserver's --request-timeout)", m.Settle)
+		select {
+		case <-ctx.Done():
+			return etcd.Migration{}, false, m.undoFreeze(ctx, durable, client, ctx.Err())
+		case <-time.After(m.Settle):
+		}
 	}
 	if err := etcd.StartMigration(ctx, durable, mig); err != nil {
-		m.lift(ctx, client)
-		return etcd.Migration{}, false, fmt.Errorf("%w (the freeze was lifted; nothing moved)", err)
+		return etcd.Migration{}, false, m.undoFreeze(ctx, durable, client, err)
 	}
 	return mig, false, nil
+}
+
+// undoFreeze lifts the freeze after err, unless a migration is recorded
+// (this run's, whose commit was cut short, or another's): its writes must
+// stay refused.
+func (m *Migrate) undoFreeze(ctx context.Context, durable *clientv3.Client, client kubernetes.Interface, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	if _, recorded, rerr := etcd.ReadMigration(ctx, durable); rerr != nil || recorded {
+		return fmt.Errorf("%w (a migration may be recorded, so writes stay refused: run the command again to resume it)", err)
+	}
+	if lerr := m.lift(ctx, client); lerr != nil {
+		return fmt.Errorf("%w; %v: delete it by hand (kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy %s) (nothing moved)", err, lerr, FreezeName)
+	}
+	return fmt.Errorf("%w (the refusal was lifted; nothing moved)", err)
 }
 
 // requireAdds refuses a migration that does not only add partitions of
@@ -282,13 +318,8 @@ func freezeMessage(moved []string) string {
 // refuses a dry-run write of each moved resource.
 func (m *Migrate) freeze(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, moved []string) error {
 	policy, binding := freezePolicy(moved)
-	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("refusing writes to %s (ValidatingAdmissionPolicy %s): %w", strings.Join(moved, ", "), FreezeName, err)
-	}
-	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("refusing writes to %s (ValidatingAdmissionPolicyBinding %s): %w", strings.Join(moved, ", "), FreezeName, err)
+	if err := applyFreeze(ctx, client, policy, binding); err != nil {
+		return fmt.Errorf("refusing writes to %s: %w", strings.Join(moved, ", "), err)
 	}
 	servers, err := join.PublishedServers(ctx, client)
 	if err != nil {
@@ -315,8 +346,7 @@ func (m *Migrate) freeze(ctx context.Context, client kubernetes.Interface, cfg *
 			return nil
 		})
 		if err != nil {
-			m.lift(ctx, client)
-			return fmt.Errorf("%w (the freeze was lifted; nothing moved)", err)
+			return err
 		}
 		m.say("server %s refuses writes to %s", name, strings.Join(moved, ", "))
 	}
@@ -342,15 +372,50 @@ func probeWrite(ctx context.Context, c kubernetes.Interface, resource string) er
 	return err
 }
 
-// lift deletes the freeze (gone already: nothing to do).
+// applyFreeze creates the freeze's policy and binding, or makes those
+// there (from an interrupted run) what they should be.
+func applyFreeze(ctx context.Context, client kubernetes.Interface, policy *admissionv1.ValidatingAdmissionPolicy, binding *admissionv1.ValidatingAdmissionPolicyBinding) error {
+	policies := client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		there, err := policies.Get(ctx, policy.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		there.Spec = policy.Spec
+		if _, err := policies.Update(ctx, there, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", policy.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicy %s: %w", policy.Name, err)
+	}
+	bindings := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		there, err := bindings.Get(ctx, binding.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		there.Spec = binding.Spec
+		if _, err := bindings.Update(ctx, there, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", binding.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s: %w", binding.Name, err)
+	}
+	return nil
+}
+
+// lift deletes the freeze (gone already: nothing to do), even once ctx
+// is cancelled (an operator's Ctrl-C must not leave writes refused).
 func (m *Migrate) lift(ctx context.Context, client kubernetes.Interface) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, FreezeName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lifting the freeze (ValidatingAdmissionPolicyBinding %s): %w", FreezeName, err)
+		return fmt.Errorf("lifting the refusal (ValidatingAdmissionPolicyBinding %s): %w", FreezeName, err)
 	}
 	err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, FreezeName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lifting the freeze (ValidatingAdmissionPolicy %s): %w", FreezeName, err)
+		return fmt.Errorf("lifting the refusal (ValidatingAdmissionPolicy %s): %w", FreezeName, err)
 	}
 	m.say("writes resumed (%s deleted)", FreezeName)
 	return nil

@@ -42,6 +42,9 @@ func (s *Server) wantLayout() etcd.Layout {
 // since its resources are in the durable etcd already. While a migration
 // is under way, the flag must be the layout it moves to.
 func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) error {
+	if err := s.seeLayout(ctx, durable); err != nil {
+		return err
+	}
 	if migrating, err := s.checkMigration(ctx, durable); migrating || err != nil {
 		return err
 	}
@@ -62,8 +65,23 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 		if recorded, err = etcd.RecordLayout(ctx, durable, want); err != nil {
 			return err
 		}
+		if slices.Equal(recorded.Partitions, want.Partitions) {
+			// Recorded now, by this server or another starting with it.
+			if err := s.seeLayout(ctx, durable); err != nil {
+				return err
+			}
+		}
 	}
 	return requireLayout(recorded, want)
+}
+
+// seeLayout notes the revisions of the layout and migration records
+// before they are checked: recordServerLayout records this server's
+// layout only if they are unchanged.
+func (s *Server) seeLayout(ctx context.Context, durable *clientv3.Client) error {
+	revs, err := etcd.ReadLayoutRevisions(ctx, durable)
+	s.layoutSeen = revs
+	return err
 }
 
 // checkLayout reads the layout the durable etcd records and refuses
@@ -71,6 +89,9 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 // before partitions, which has none), or, during a migration, other than
 // the layout it moves to.
 func (s *Server) checkLayout(ctx context.Context, durable *clientv3.Client) error {
+	if err := s.seeLayout(ctx, durable); err != nil {
+		return err
+	}
 	if migrating, err := s.checkMigration(ctx, durable); migrating || err != nil {
 		return err
 	}
@@ -291,13 +312,18 @@ func (s *Server) seedPartition(ctx context.Context, durableCli *clientv3.Client,
 	}
 	if holder != s.nodeName {
 		s.step("waiting for server %s to seed the %s partition (k1m etcd-partitions migrate)", holder, m.Partition)
-		return false, poll.Until(ctx, 2*time.Second, partitionSeedWait, "server "+holder+" seeding the "+m.Partition+" partition", func(ctx context.Context) error {
+		err := poll.Until(ctx, 2*time.Second, partitionSeedWait, "server "+holder+" seeding the "+m.Partition+" partition", func(ctx context.Context) error {
 			urls, err := etcd.PartitionMembers(ctx, durableCli, m.Partition, m.Name)
 			if err == nil && len(urls) == 0 {
 				err = errors.New("no member recorded yet")
 			}
 			return err
 		})
+		if err != nil {
+			return false, fmt.Errorf("%w: start server %s with --etcd-partitions=%s, or, if it is gone, remove it (k1m server remove %s), which lets another server seed it",
+				err, holder, strings.Join(s.wantLayout().Partitions, ","), holder)
+		}
+		return false, nil
 	}
 	p, _ := constants.StorePartitionNamed(m.Partition)
 	if m.ClusterToken, err = etcd.PartitionToken(m.Partition); err != nil {
@@ -315,7 +341,7 @@ const partitionSeedWait = 30 * time.Minute
 // recordServerLayout records the layout this server's kube-apiserver
 // starts with, which k1m etcd-partitions migrate waits on.
 func (s *Server) recordServerLayout(ctx context.Context, durable *clientv3.Client) error {
-	return etcd.RecordServerLayout(ctx, durable, s.nodeName, etcd.ServerLayout{Partitions: s.wantLayout().Partitions, Address: apiURL(s.advertise, s.cfg.HTTPSPort)})
+	return etcd.RecordServerLayout(ctx, durable, s.nodeName, etcd.ServerLayout{Partitions: s.wantLayout().Partitions, Address: apiURL(s.advertise, s.cfg.HTTPSPort)}, s.layoutSeen)
 }
 
 // joinedPartition makes a clustered server's running member reachable by

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -127,34 +128,66 @@ func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out
 }
 
 // removePartitionMembers removes the server's member of every partition
-// the durable etcd records, through this server's own member of each
-// (their membership is the durable etcd's, whose quorum check passed),
-// and forgets its records. A removal that fails is an error: running the
-// command again finishes it.
+// the durable etcd records, and during a migration of every partition it
+// moves to, through this server's own member of each (their membership
+// is the durable etcd's, whose quorum check passed) or, for a partition
+// this server does not run yet, through its recorded members. It forgets
+// the server's records and its claim to seed a partition. A removal that
+// fails is an error: running the command again finishes it.
 func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
 	layout, _, err := etcd.ReadLayout(ctx, durable)
 	if err != nil {
 		return err
 	}
-	for _, name := range layout.Partitions {
+	mig, migrating, err := etcd.ReadMigration(ctx, durable)
+	if err != nil {
+		return err
+	}
+	names := slices.Clone(layout.Partitions)
+	for _, name := range mig.To {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
 		p, ok := constants.StorePartitionNamed(name)
 		if !ok {
 			return fmt.Errorf("the cluster records a partition %q this release does not know", name)
 		}
-		err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort + p.PortOffset)}, tls, o.Name)
-		switch {
-		case errors.Is(err, etcd.ErrNoSuchMember):
-			fmt.Fprintf(out, "%s had no member in the %s partition\n", o.Name, name)
-		case err != nil:
-			return fmt.Errorf("the %s partition's etcd: %w (run the removal again to finish it)", name, err)
-		default:
-			fmt.Fprintf(out, "removed %s from the %s partition\n", o.Name, name)
+		endpoints := []string{DurableEtcdURL(o.EtcdPort + p.PortOffset)}
+		if !slices.Contains(layout.Partitions, name) {
+			if endpoints, err = etcd.PartitionMembers(ctx, durable, name, o.Name); err != nil {
+				return err
+			}
+		}
+		if len(endpoints) > 0 {
+			if err := removePartitionMember(ctx, endpoints, name, o, tls, out); err != nil {
+				return err
+			}
 		}
 		if err := etcd.ForgetPartitionMember(ctx, durable, name, o.Name); err != nil {
 			return err
 		}
+		if migrating {
+			if err := etcd.ReleaseSeed(ctx, durable, name, o.Name); err != nil {
+				return err
+			}
+		}
 	}
 	return etcd.ForgetServerLayout(ctx, durable, o.Name)
+}
+
+func removePartitionMember(ctx context.Context, endpoints []string, name string, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
+	err := etcd.Remove(ctx, endpoints, tls, o.Name)
+	switch {
+	case errors.Is(err, etcd.ErrNoSuchMember):
+		fmt.Fprintf(out, "%s had no member in the %s partition\n", o.Name, name)
+	case err != nil:
+		return fmt.Errorf("the %s partition's etcd: %w (run the removal again to finish it)", name, err)
+	default:
+		fmt.Fprintf(out, "removed %s from the %s partition\n", o.Name, name)
+	}
+	return nil
 }
 
 func adminClient(dataDir string) (kubernetes.Interface, error) {

@@ -84,6 +84,9 @@ type Server struct {
 	// migration is the partitions' migration under way, as the durable
 	// etcd recorded it when the server started (nil: none).
 	migration *etcd.Migration
+	// layoutSeen: the layout and migration records' revisions when the
+	// server checked its --etcd-partitions against them.
+	layoutSeen etcd.LayoutRevisions
 
 	// What the phases made, for the phases after them.
 	token       serverToken

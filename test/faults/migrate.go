@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/server"
 )
@@ -60,6 +62,11 @@ func (f *Fixture) migrateToPartitions(ctx context.Context) error {
 		<-done
 		return fmt.Errorf("%w; the command printed:\n%s", err, out.String())
 	}
+	if err := f.migrationRecorded(ctx); err != nil {
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%w; the command printed:\n%s", err, out.String())
+	}
 	f.H.AddServerArgs(flag)
 	if err := rolling(ctx, f); err != nil {
 		return err
@@ -75,6 +82,25 @@ func (f *Fixture) migrateToPartitions(ctx context.Context) error {
 	}
 	f.logf("migrated in %s (writes refused meanwhile):\n%s", time.Since(began).Round(time.Second), strings.TrimSpace(out.String()))
 	return f.podWrites(ctx, false)
+}
+
+// migrationRecorded waits until server 1's durable etcd records the
+// migration: servers restarted before are refused their new flag.
+func (f *Fixture) migrationRecorded(ctx context.Context) error {
+	s1 := f.H.Server(1)
+	cli, err := etcd.NewClient([]string{fmt.Sprintf("https://[%s]:%d", s1.Addr, durablePort)}, server.EtcdClientTLS(s1.DataDir))
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	// The command waits --settle (65 s) for writes in flight first.
+	return poll.Until(ctx, time.Second, 3*time.Minute, "the migration recorded in the durable etcd", func(ctx context.Context) error {
+		_, ok, err := etcd.ReadMigration(ctx, cli)
+		if err == nil && !ok {
+			err = errors.New("none recorded yet")
+		}
+		return err
+	})
 }
 
 // podWrites waits until a dry-run Pod create through every server is

@@ -55,7 +55,9 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 	}
 
 	out := &syncBuffer{}
-	migrate := exec.Command(c.k1m, "etcd-partitions", "migrate", "--etcd-partitions=nodes,pods", "--data-dir", c.serverData(), "--timeout=5m")
+	// --settle: no webhook here holds a write for long; 5 s is ample for
+	// one in flight when the refusal lands.
+	migrate := exec.Command(c.k1m, "etcd-partitions", "migrate", "--etcd-partitions=nodes,pods", "--data-dir", c.serverData(), "--timeout=5m", "--settle=5s")
 	migrate.Stdout, migrate.Stderr = out, out
 	if err := migrate.Start(); err != nil {
 		t.Fatal(err)
