@@ -325,6 +325,10 @@ func (m *Migrate) freeze(ctx context.Context, client kubernetes.Interface, cfg *
 	if err != nil {
 		return err
 	}
+	if len(servers) == 0 {
+		// A lone server publishes nothing: it is the admin kubeconfig's.
+		servers = map[string]string{"this server": cfg.Host}
+	}
 	names := make([]string, 0, len(servers))
 	for name := range servers {
 		names = append(names, name)
