@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +109,11 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatalf("k1m etcd-partitions migrate still running after the server's restart:\n%s", out.String())
 	}
 	t.Logf("k1m etcd-partitions migrate:\n%s", out.String())
+	// A lone server publishes no address: the refusal is confirmed
+	// through its own API all the same.
+	if !slices.Contains(strings.Split(out.String(), "\n"), "this server refuses writes to pods, nodes") {
+		t.Errorf("the command did not confirm the refusal through the server's API")
+	}
 
 	for prefix, port := range map[string]int{"/registry/pods/": 2383, "/registry/minions/": 2385} {
 		if n := countAt(ctx, t, c, 2379, prefix); n != 0 {
