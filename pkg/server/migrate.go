@@ -325,23 +325,28 @@ func (m *Migrate) freeze(ctx context.Context, client kubernetes.Interface, cfg *
 	if err != nil {
 		return err
 	}
-	if len(servers) == 0 {
-		// A lone server publishes nothing: it is the admin kubeconfig's.
-		servers = map[string]string{"this server": cfg.Host}
+	// Each server's API by how the lines name it.
+	apis := map[string]string{}
+	for name, url := range servers {
+		apis["server "+name] = url
 	}
-	names := make([]string, 0, len(servers))
-	for name := range servers {
+	if len(apis) == 0 {
+		// A lone server publishes nothing: it is the admin kubeconfig's.
+		apis["this server"] = cfg.Host
+	}
+	names := make([]string, 0, len(apis))
+	for name := range apis {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		one := rest.CopyConfig(cfg)
-		one.Host = servers[name]
+		one.Host = apis[name]
 		c, err := kubernetes.NewForConfig(one)
 		if err != nil {
 			return err
 		}
-		err = poll.Until(ctx, time.Second, 2*time.Minute, "server "+name+" ("+servers[name]+") refusing writes to "+strings.Join(moved, ", "), func(ctx context.Context) error {
+		err = poll.Until(ctx, time.Second, 2*time.Minute, name+" ("+apis[name]+") refusing writes to "+strings.Join(moved, ", "), func(ctx context.Context) error {
 			for _, res := range moved {
 				if err := probeWrite(ctx, c, res); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), FreezeName) {
 					return fmt.Errorf("a dry-run create of %s: %v, want refused by %s", res, err, FreezeName)
@@ -352,7 +357,7 @@ func (m *Migrate) freeze(ctx context.Context, client kubernetes.Interface, cfg *
 		if err != nil {
 			return err
 		}
-		m.say("server %s refuses writes to %s", name, strings.Join(moved, ", "))
+		m.say("%s refuses writes to %s", name, strings.Join(moved, ", "))
 	}
 	return nil
 }
