@@ -1,13 +1,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,25 +15,8 @@ import (
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/server"
+	"k1m.dev/k1m/pkg/testutil"
 )
-
-// lockedBuffer is a command's output, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // migrateToPartitions moves the upgraded cluster's resources into
 // Options.Partitions as docs/operations.md says: k1m etcd-partitions
@@ -46,7 +27,7 @@ func (b *lockedBuffer) String() string {
 func (f *Fixture) migrateToPartitions(ctx context.Context) error {
 	flag := "--etcd-partitions=" + strings.Join(f.opts.Partitions, ",")
 	s1 := f.H.Server(1)
-	out := &lockedBuffer{}
+	out := &testutil.Buffer{}
 	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+s1.Netns, f.opts.K1M,
 		"etcd-partitions", "migrate", flag, "--data-dir", s1.DataDir, "--timeout=20m")
 	cmd.Stdout, cmd.Stderr = out, out

@@ -1,14 +1,12 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/testutil"
 )
-
-// syncBuffer is a command's output, read while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testMoveIntoPartitions moves the Pods and Nodes of the running cluster
 // into partitions (k1m etcd-partitions migrate, the server restarted
@@ -55,7 +35,7 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	// --settle: no webhook here holds a write for long; 5 s is ample for
 	// one in flight when the refusal lands.
 	migrate := exec.Command(c.k1m, "etcd-partitions", "migrate", "--etcd-partitions=nodes,pods", "--data-dir", c.serverData(), "--timeout=5m", "--settle=5s")
