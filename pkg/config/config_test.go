@@ -119,6 +119,7 @@ func TestValidateNamesFlagAndForm(t *testing.T) {
 		"--etcd-partitions=pods,leases":                `--etcd-partitions: "leases" is not a resource k1m partitions: want some of pods, nodes, endpointslices, configmaps, secrets, comma separated, e.g. pods,nodes`,
 		"--etcd-partitions=pods,pods":                  `--etcd-partitions: "pods" is given twice`,
 		"--etcd-partition-quota-backend-bytes=1000":    "--etcd-partition-quota-backend-bytes 1000: the store has no partitions (--etcd-partitions)",
+		"--no-fsync-quota-backend-bytes=1000":          "--no-fsync-quota-backend-bytes 1000: want from 16777216 (16 MiB) to 68719476736 (64 GiB), or 0 for the default 8589934592 (8 GiB)",
 		"--kube-scheduler-arg=config=/etc/s.yaml":      `--kube-scheduler-arg "config=/etc/s.yaml" collides with --config, which k1m sets for kube-scheduler itself: k1m writes the scheduler's configuration file`,
 	}
 	for arg, want := range cases {
@@ -545,5 +546,25 @@ func TestPartitionsComplete(t *testing.T) {
 		"--no-fsync-etcd-port (peer, +1) and the pods partition's etcd (peer, --etcd-port+5) use the same port 2384: every listener needs its own (each etcd also takes the port after its own)"
 	if err := s.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate() = %v, want %q", err, want)
+	}
+}
+
+// --no-fsync-quota-backend-bytes sizes the embedded no-fsync etcd only.
+func TestNoFsyncQuota(t *testing.T) {
+	s, err := parse(t, "", "--no-fsync-quota-backend-bytes=17179869184")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.requireNoFsyncQuota(); err != nil {
+		t.Errorf("16 GiB: %v", err)
+	}
+	c, err := s.Complete()
+	if err != nil || c.NoFsyncQuotaBytes != 17179869184 {
+		t.Errorf("Complete: NoFsyncQuotaBytes %d, %v; want 17179869184", c.NoFsyncQuotaBytes, err)
+	}
+	s.Datastore.NoFsyncEndpoint = "https://[fd00::9]:2379"
+	want := "--no-fsync-quota-backend-bytes 17179869184 with --no-fsync-datastore-endpoint: the external etcd's quota is its own (its --quota-backend-bytes)"
+	if err := s.requireNoFsyncQuota(); err == nil || err.Error() != want {
+		t.Errorf("with an external no-fsync etcd: %v, want %q", err, want)
 	}
 }

@@ -91,6 +91,9 @@ type Server struct {
 	Audit             Audit
 	// EtcdQuotaBytes is the durable etcd's quota (its NOSPACE alarm).
 	EtcdQuotaBytes int64
+	// NoFsyncQuotaBytes is the no-fsync etcd's (0: the default, 8 GiB):
+	// its Events outgrow 8 GiB past about 42,000 nodes at 30 pods a node.
+	NoFsyncQuotaBytes int64
 	// EtcdPartitions names the resources kept in etcd groups of their
 	// own (constants.StorePartitions), each with the quota
 	// EtcdPartitionQuotaBytes (0: EtcdQuotaBytes). A cluster-wide
@@ -184,6 +187,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Audit.MaxBackup, "audit-log-maxbackup", s.Audit.MaxBackup, "rotated audit log files to keep")
 	fs.IntVar(&s.Audit.MaxSize, "audit-log-maxsize", s.Audit.MaxSize, "megabytes an audit log file grows to before it is rotated")
 	fs.Int64Var(&s.EtcdQuotaBytes, "etcd-quota-backend-bytes", s.EtcdQuotaBytes, "size of the durable etcd's database at which it raises its NOSPACE alarm and refuses writes")
+	fs.Int64Var(&s.NoFsyncQuotaBytes, "no-fsync-quota-backend-bytes", s.NoFsyncQuotaBytes, "size of the no-fsync etcd's database (Events and Leases) at which it raises its NOSPACE alarm and refuses writes, Lease renewals included (default 8 GiB)")
 	fs.StringSliceVar(&s.EtcdPartitions, "etcd-partitions", s.EtcdPartitions, "resources kept each in an etcd raft group of its own beside the durable etcd, comma separated, some of "+strings.Join(constants.StorePartitionNames(), ", ")+" (members on --etcd-port plus 4, 6, 8, 10, 12 in that order); the same on every server, set when the cluster is made")
 	fs.Int64Var(&s.EtcdPartitionQuotaBytes, "etcd-partition-quota-backend-bytes", s.EtcdPartitionQuotaBytes, "size of each partition's database at which it raises its NOSPACE alarm and refuses writes (default: --etcd-quota-backend-bytes)")
 	fs.StringVar(&s.MemoryLimit, "memory-limit", s.MemoryLimit, "memory of the control plane (this process and what it starts but pods), e.g. 6Gi; the node agent's kubelet reserves it (default: the cgroup's limit, else a quarter of the machine, at least 2Gi, when the server runs a node agent)")
@@ -295,6 +299,7 @@ func (s *Server) Validate() error {
 	add(s.validateJoin())
 	add(s.Audit.validate())
 	add(requireEtcdQuota(s.EtcdQuotaBytes))
+	add(s.requireNoFsyncQuota())
 	add(s.requirePartitions())
 	add(s.EtcdSnapshots.validate())
 	add(s.ClusterReset.validate())

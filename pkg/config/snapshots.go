@@ -9,6 +9,7 @@ import (
 
 	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/datadir"
+	"k1m.dev/k1m/pkg/flavor"
 )
 
 // EtcdSnapshots are the durable etcd's scheduled snapshots (k3s's flags
@@ -67,6 +68,23 @@ func (e EtcdSnapshots) validate() error {
 func (r ClusterReset) validate() error {
 	if r.RestorePath != "" && !r.Enabled {
 		return fmt.Errorf("--cluster-reset-restore-path %s without --cluster-reset: add --cluster-reset to restore it", r.RestorePath)
+	}
+	return nil
+}
+
+// requireNoFsyncQuota checks --no-fsync-quota-backend-bytes: 0 or the
+// durable quota's range, for an embedded no-fsync etcd of the k1m build.
+func (s *Server) requireNoFsyncQuota() error {
+	q := s.NoFsyncQuotaBytes
+	switch {
+	case q == 0:
+		return nil
+	case !flavor.SeparateNoFsyncStore:
+		return fmt.Errorf("--no-fsync-quota-backend-bytes %d: the stock build keeps Events and Leases in the durable etcd (--etcd-quota-backend-bytes)", q)
+	case s.Datastore.NoFsyncEndpoint != "":
+		return fmt.Errorf("--no-fsync-quota-backend-bytes %d with --no-fsync-datastore-endpoint: the external etcd's quota is its own (its --quota-backend-bytes)", q)
+	case q < MinEtcdQuotaBytes || q > MaxEtcdQuotaBytes:
+		return fmt.Errorf("--no-fsync-quota-backend-bytes %d: want from %d (16 MiB) to %d (64 GiB), or 0 for the default %d (8 GiB)", q, MinEtcdQuotaBytes, MaxEtcdQuotaBytes, int64(constants.EtcdDefaultQuotaBytes))
 	}
 	return nil
 }

@@ -294,7 +294,7 @@ func (r *Running) checkAlarms(ctx context.Context, report func(string)) {
 // next start.
 func (r *Running) noSpaceFix() string {
 	if r.Member.NoFsync {
-		return "restart the server, which starts its no-fsync etcd empty"
+		return "restart the server, which starts its no-fsync etcd empty (raise --no-fsync-quota-backend-bytes first if its Events fill it again)"
 	}
 	if r.Member.Partition != "" {
 		return "raise --etcd-partition-quota-backend-bytes and restart, then delete what filled it"

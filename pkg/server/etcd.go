@@ -44,7 +44,7 @@ func (s *Server) durableMember(c *certs) etcd.Member {
 
 func (s *Server) noFsyncMember(c *certs) etcd.Member {
 	return s.clusterMember(etcd.Member{Name: "nofsync", DataDir: s.cfg.NoFsyncDataDir, Host: "::1", Port: s.cfg.NoFsyncEtcdPort, NoFsync: true,
-		TLS: s.etcdServerTLS(c), LocalSocket: s.localSocket("no-fsync")})
+		TLS: s.etcdServerTLS(c), QuotaBytes: s.cfg.NoFsyncQuotaBytes, LocalSocket: s.localSocket("no-fsync")})
 }
 
 // EtcdSocketDir is where a server's embedded etcds serve its own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,5 +125,18 @@ func TestResetRefusedWithOtherPartitionData(t *testing.T) {
 	both.cfg.DataDir = s.cfg.DataDir
 	if err := both.requireNoOtherPartitionData(); err != nil {
 		t.Errorf("pods data, --etcd-partitions=pods,nodes: %v", err)
+	}
+}
+
+// Each store's member has its own quota flag's value (0: etcd's default).
+func TestStoreQuotas(t *testing.T) {
+	s := serverWithPartitions("pods")
+	s.cfg.DataDir = t.TempDir()
+	s.cfg.EtcdQuotaBytes, s.cfg.NoFsyncQuotaBytes, s.cfg.PartitionQuotaBytes = 1<<33, 3<<33, 2<<33
+	c := &certs{}
+	pods, _ := constants.StorePartitionNamed("pods")
+	got := []int64{s.durableMember(c).QuotaBytes, s.noFsyncMember(c).QuotaBytes, s.partitionMember(c, pods).QuotaBytes}
+	if want := []int64{1 << 33, 3 << 33, 2 << 33}; !slices.Equal(got, want) {
+		t.Errorf("quotas (durable, no-fsync, pods) %v, want %v", got, want)
 	}
 }
