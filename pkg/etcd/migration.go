@@ -83,15 +83,14 @@ func StartMigration(ctx context.Context, durable *clientv3.Client, mig Migration
 	if _, err := RecordLayout(ctx, durable, Layout{Partitions: []string{}}); err != nil {
 		return err
 	}
-	gctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := durable.Get(gctx, partitionLayoutKey())
-	if err != nil || len(resp.Kvs) == 0 {
-		return fmt.Errorf("reading the store's partitions (durable etcd %s): %v", partitionLayoutKey(), err)
+	// Revisions first: a layout changed after them fails the transaction.
+	seen, err := ReadLayoutRevisions(ctx, durable)
+	if err != nil {
+		return err
 	}
-	var layout Layout
-	if err := json.Unmarshal(resp.Kvs[0].Value, &layout); err != nil {
-		return fmt.Errorf("the store's partitions (durable etcd %s): %w", partitionLayoutKey(), err)
+	layout, _, err := ReadLayout(ctx, durable)
+	if err != nil {
+		return err
 	}
 	if !slices.Equal(layout.Partitions, mig.From) {
 		return ErrMigrationMoved
@@ -100,9 +99,11 @@ func StartMigration(ctx context.Context, durable *clientv3.Client, mig Migration
 	if err != nil {
 		return err
 	}
+	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	key := partitionMigrationKey()
-	txn, err := durable.Txn(gctx).If(
-		clientv3.Compare(clientv3.ModRevision(partitionLayoutKey()), "=", resp.Kvs[0].ModRevision),
+	txn, err := durable.Txn(pctx).If(
+		clientv3.Compare(clientv3.ModRevision(partitionLayoutKey()), "=", seen.Layout),
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 	).Then(clientv3.OpPut(key, string(data))).Commit()
 	if err != nil {
