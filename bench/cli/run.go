@@ -215,6 +215,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Metrics.Periods, "metrics-periods", o.Metrics.Periods, fmt.Sprintf("metrics: each node count's window, in metrics-server resolutions (%v)", metricsload.Resolution))
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
 	fs.BoolVar(&o.Cluster.Restart, "cluster-restart", o.Cluster.Restart, "cluster: after each node count, restart the server under its nodes and measure the reconnect storm")
+	fs.BoolVar(&o.Cluster.EagerRetry, "cluster-eager-retry", o.Cluster.EagerRetry, "cluster: the simulated nodes retry a failed list or watch after a jittered second, as runs before 2026-11-29 did, instead of client-go's reflector backoff (800 ms doubling to 30 s)")
 	fs.BoolVar(&o.Cluster.WatchList, "cluster-watch-list", o.Cluster.WatchList, "cluster: the simulated nodes stream their lists (WatchList, KEP-3157: a watch with sendInitialEvents), as kubelet and kube-proxy do with the WatchListClient gate, instead of LIST")
 	fs.Float64Var(&o.Cluster.JoinRate, "cluster-join-rate", o.Cluster.JoinRate, "cluster: register each step's nodes one at a time from one stream at this many a second (0: all at once from 50 streams)")
 	fs.BoolVar(&o.Cluster.JoinProfile, "cluster-join-profile", o.Cluster.JoinProfile, fmt.Sprintf("cluster: CPU-profile each server's API server process over the first %v of each join burst (turns kube-apiserver's profiling on)", clusterload.JoinProfileWindow))

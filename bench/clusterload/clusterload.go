@@ -114,6 +114,12 @@ type Config struct {
 	// (KEP-3157: a watch with sendInitialEvents, as client-go's reflector
 	// does under the WatchListClient gate) instead of a LIST.
 	WatchList bool `json:",omitempty"`
+	// EagerRetry, when set, makes the simulated nodes retry a failed list
+	// or watch after a jittered second, as the runs recorded before
+	// 2026-11-29 did; unset, they wait client-go's reflector backoff, as
+	// the informers of kubelet, kube-proxy and the k1m agent do
+	// (retryPolicy).
+	EagerRetry bool `json:",omitempty"`
 	// Partitions, when set, adds a third variant: the k1m build with its
 	// store partitioned (PartitionArgs), beside the two builds.
 	Partitions []string `json:",omitempty"`
@@ -203,7 +209,7 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		return nil, err
 	}
 	go sim.Run(ctx)
-	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers, cfg.WatchList)
+	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers, cfg.WatchList, cfg.EagerRetry)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -157,9 +158,10 @@ type fleet struct {
 }
 
 // newFleet is a fleet of no nodes, with workers reporting pod statuses.
-func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int, watchList bool) (*fleet, error) {
+func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int, watchList, eagerRetry bool) (*fleet, error) {
 	f := &fleet{base: base, perClient: nodesPerConnection, reports: make(chan *corev1.Pod, 1<<16)}
 	f.counts.streamed, f.rules.streamed = watchList, watchList
+	f.counts.reflectorRetry, f.rules.reflectorRetry = !eagerRetry, !eagerRetry
 	reporter, err := kubernetes.NewForConfig(ownConnection(base))
 	if err != nil {
 		return nil, err
@@ -235,41 +237,57 @@ type counts struct {
 	recovered atomic.Int64
 	// streamed: lists are streamed (Config.WatchList), not LISTs.
 	streamed bool
+	// reflectorRetry: a failed list or watch is retried after client-go's
+	// reflector backoff (followAsReflector), not after a jittered second
+	// (Config.EagerRetry).
+	reflectorRetry bool
+	// newBackoff, when set, replaces reflectorBackoff (tests).
+	newBackoff func() wait.BackoffManager
 }
 
 // follow lists, then watches from the list's version, watching again
 // from the last version seen when a watch ends or its call fails, and
 // listing again only when that version is gone, as client-go's reflector
-// does, until ctx ends. Objects are decoded and counted, not kept: only
-// onEvent (when set) sees them.
+// does, until ctx ends; its retries wait as f's retry policy says.
+// Objects are decoded and counted, not kept: only onEvent (when set) sees
+// them.
 func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Event)) {
+	retry := f.retryPolicy()
 	first, down := true, false
 	for ctx.Err() == nil {
-		rv, stream, err := f.listOnce(ctx, lw, onEvent)
-		if err != nil {
-			down = true
-			sleepJittered(ctx, time.Second)
-			continue
-		}
-		f.up(&down)
-		if first {
-			f.synced.Add(1)
-			first = false
-		} else {
-			f.relists.Add(1)
-		}
-		if stream != nil {
-			// The streamed list's watch goes on, as the reflector's does.
-			var gone bool
-			rv, gone = f.drain(stream, rv, onEvent)
-			stream.Stop()
-			if gone {
-				down = true
-				continue
-			}
-		}
-		f.watchFrom(ctx, lw, rv, onEvent, &down)
+		listFailed := f.listAndWatch(ctx, lw, onEvent, retry, &first, &down)
+		retry.beforeList(ctx, listFailed)
 	}
+}
+
+// listAndWatch lists once and watches until the version is gone or a
+// watch call fails for good (retry.watchAgain); it tells whether the
+// list itself failed.
+func (f *counts) listAndWatch(ctx context.Context, lw listWatch, onEvent func(watch.Event), retry retryPolicy, first, down *bool) bool {
+	rv, stream, err := f.listOnce(ctx, lw, onEvent)
+	if err != nil {
+		*down = true
+		return true
+	}
+	f.up(down)
+	if *first {
+		f.synced.Add(1)
+		*first = false
+	} else {
+		f.relists.Add(1)
+	}
+	if stream != nil {
+		// The streamed list's watch goes on, as the reflector's does.
+		var gone bool
+		rv, gone = f.drain(stream, rv, onEvent)
+		stream.Stop()
+		if gone {
+			*down = true
+			return false
+		}
+	}
+	f.watchFrom(ctx, lw, rv, onEvent, retry, down)
+	return false
 }
 
 // listOnce lists (or streams the list of) what lw watches, hands each
@@ -333,20 +351,18 @@ func (f *counts) up(down *bool) {
 	}
 }
 
-// watchFrom watches from rv until the version is gone. A failed watch
-// call is tried again from rv after a jittered second (the reflector's
-// backoff starts at 800 ms): the version is likely still there.
-func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event), down *bool) {
+// watchFrom watches from rv until the version is gone, or a watch call
+// fails and retry says to list again.
+func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent func(watch.Event), retry retryPolicy, down *bool) {
 	for ctx.Err() == nil {
 		timeout := int64((minWatchTimeout + time.Duration(rand.Int64N(int64(minWatchTimeout)))).Seconds())
 		w, err := lw.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 		if err != nil {
 			// Interrupted: back at the next successful list or watch.
 			*down = true
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			if !retry.watchAgain(ctx, err) {
 				return
 			}
-			sleepJittered(ctx, time.Second)
 			continue
 		}
 		wasDown := *down
