@@ -142,7 +142,7 @@ func TestNoSpaceAlarmIsDisarmedByItsMemberOrOnceRemoved(t *testing.T) {
 	}
 	cID := uint64(rc.etcd.Server.ID())
 	rc.Stop()
-	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c"); err != nil {
+	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c", nil); err != nil {
 		t.Fatal(err)
 	}
 	said = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -392,10 +393,13 @@ func (r *Running) SetPeerURL(ctx context.Context, tls TLS) (bool, error) {
 
 // Remove takes the member called name out of the cluster the endpoints
 // reach (the first: the member of the server running the removal, which
-// it refuses to remove). It refuses when what remains could not keep a quorum: fewer
-// voting members answering than a majority of those left, or no member
-// left at all.
-func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error {
+// it refuses to remove). When no member has the name, it takes a learner
+// that never started whose peer URL is on one of peerHosts: the entry a
+// server's join added before its etcd failed to start, which has no name
+// yet and would hold the cluster's one learner place. It refuses when
+// what remains could not keep a quorum: fewer voting members answering
+// than a majority of those left, or no member left at all.
+func Remove(ctx context.Context, endpoints []string, tls TLS, name string, peerHosts []string) error {
 	cli, err := NewClient(endpoints, tls)
 	if err != nil {
 		return err
@@ -405,12 +409,7 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 	if err != nil {
 		return err
 	}
-	target := -1
-	for i, m := range members {
-		if m.Name == name {
-			target = i
-		}
-	}
+	target := removalTarget(members, name, peerHosts)
 	if target < 0 {
 		return fmt.Errorf("%w: no etcd member is called %q (members: %s)", ErrNoSuchMember, name, strings.Join(memberNames(members), ", "))
 	}
@@ -436,6 +435,48 @@ func Remove(ctx context.Context, endpoints []string, tls TLS, name string) error
 			return err
 		}
 	}
+}
+
+// removalTarget is the index of the member called name, else of an
+// unstarted one (no name) with a peer URL on one of peerHosts; -1: none.
+func removalTarget(members []MemberInfo, name string, peerHosts []string) int {
+	for i, m := range members {
+		if m.Name == name {
+			return i
+		}
+	}
+	for i, m := range members {
+		if m.Name == "" && slices.ContainsFunc(m.PeerURLs, func(peer string) bool { return slices.Contains(peerHosts, urlHost(peer)) }) {
+			return i
+		}
+	}
+	return -1
+}
+
+// PeerHosts are the hosts of the peer URLs of the member called name
+// (none when no member is).
+func PeerHosts(members []MemberInfo, name string) []string {
+	var hosts []string
+	for _, m := range members {
+		if m.Name != name {
+			continue
+		}
+		for _, peer := range m.PeerURLs {
+			if h := urlHost(peer); h != "" && !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return hosts
+}
+
+// urlHost is the host of a URL, without brackets ("" when it has none).
+func urlHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // ErrNoSuchMember says no member has the name.

@@ -114,7 +114,7 @@ func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
 	// b stops: two of three still make a quorum.
 	rb.Stop()
 	put("/while-b-is-down")
-	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c")
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c", nil)
 	wantErr := "removing server-c would leave 2 voting etcd members of which 1 answer (server-b silent): a quorum needs 2; bring a member back first"
 	if err == nil || err.Error() != wantErr {
 		t.Errorf("Remove server-c with server-b down: %v, want %q", err, wantErr)
@@ -149,18 +149,18 @@ func TestRaftClusterJoinLoseRejoinRemove(t *testing.T) {
 	}
 
 	// With all three answering, c can go.
-	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c"); err != nil {
+	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-c", nil); err != nil {
 		t.Fatalf("Remove server-c: %v", err)
 	}
 	want = []memberView{{"server-a", false}, {"server-b", false}}
 	if got := view(ctx, t, cli); !reflect.DeepEqual(got, want) {
 		t.Errorf("after removing server-c: members %+v, want %+v", got, want)
 	}
-	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-z")
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-z", nil)
 	if !errors.Is(err, ErrNoSuchMember) || err.Error() != `no such member: no etcd member is called "server-z" (members: server-a, server-b)` {
 		t.Errorf("Remove of an unknown member: %v", err)
 	}
-	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-a")
+	err = Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-a", nil)
 	if err == nil || err.Error() != "server-a is the server this runs on (its etcd at "+a.ClientURL()+"): run the removal on another server" {
 		t.Errorf("Remove of the member it runs on: %v", err)
 	}
@@ -392,5 +392,56 @@ func TestAwaitAddApplied(t *testing.T) {
 				t.Errorf("members asked %v, want %v", f.asked, tc.wantAsked)
 			}
 		})
+	}
+}
+
+// A server whose join added its learner and whose etcd then failed to
+// start leaves an entry with no name. The removal of that server finds it
+// by the server's peer host, and leaves it alone for any other host.
+func TestRemoveFindsTheLearnerOfAServerThatNeverStarted(t *testing.T) {
+	dir := t.TempDir()
+	serverTLS, clientTLS := certs(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, _ := startFirst(ctx, t, dir, "server-a", serverTLS)
+	cli, err := NewClient([]string{a.ClientURL()}, clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := addLearner(ctx, cli, "https://[fd00:99::2]:2380"); err != nil {
+		t.Fatal(err)
+	}
+	withLearner := []memberView{{"", true}, {"server-a", false}}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, withLearner) {
+		t.Fatalf("members %+v, want %+v", got, withLearner)
+	}
+	for _, hosts := range [][]string{nil, {"fd00:99::3"}} {
+		err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-b", hosts)
+		if !errors.Is(err, ErrNoSuchMember) {
+			t.Errorf("Remove server-b at %v: %v, want ErrNoSuchMember", hosts, err)
+		}
+	}
+	if got := view(ctx, t, cli); !reflect.DeepEqual(got, withLearner) {
+		t.Fatalf("after the refusals: members %+v, want %+v", got, withLearner)
+	}
+	if err := Remove(ctx, []string{a.ClientURL()}, clientTLS, "server-b", []string{"fd00:99::2"}); err != nil {
+		t.Fatalf("Remove server-b at its peer host: %v", err)
+	}
+	if got, want := view(ctx, t, cli), []memberView{{"server-a", false}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after the removal: members %+v, want %+v", got, want)
+	}
+}
+
+func TestPeerHostsAreTheNamedMembersHosts(t *testing.T) {
+	members := []MemberInfo{
+		{Name: "server-a", PeerURLs: []string{"https://[fd00::1]:2380", "https://[fd00::1]:2390", "https://10.0.0.1:2380"}},
+		{Name: "server-b", PeerURLs: []string{"https://[fd00::2]:2380"}},
+	}
+	if got, want := PeerHosts(members, "server-a"), []string{"fd00::1", "10.0.0.1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("PeerHosts server-a: %v, want %v", got, want)
+	}
+	if got := PeerHosts(members, "server-z"); got != nil {
+		t.Errorf("PeerHosts of no member: %v, want nil", got)
 	}
 }

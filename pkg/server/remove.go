@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -44,12 +45,16 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 		return err
 	}
 	tls := EtcdClientTLS(o.DataDir)
+	peerHosts, err := serverPeerHosts(ctx, client, o, tls, len(external.Durable) > 0)
+	if err != nil {
+		return err
+	}
 	if len(external.Durable) > 0 {
 		fmt.Fprintf(out, "the durable store is the external etcd at %s: no member of it to remove\n", strings.Join(external.Durable, ","))
 		if err := requireKnownServer(ctx, client, o.Name, etcd.ErrNoSuchMember); err != nil {
 			return err
 		}
-	} else if err := removeDurableMember(ctx, client, o, tls, out); err != nil {
+	} else if err := removeDurableMember(ctx, client, o, tls, peerHosts, out); err != nil {
 		return err
 	}
 	switch {
@@ -58,7 +63,7 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	case !flavor.SeparateNoFsyncStore:
 		// The stock build keeps Events and Leases in the durable etcd.
 	default:
-		removeNoFsyncMember(ctx, o, tls, out)
+		removeNoFsyncMember(ctx, o, tls, peerHosts, out)
 	}
 	records, recordsTLS := []string{DurableEtcdURL(o.EtcdPort)}, tls
 	if len(external.Durable) > 0 {
@@ -73,7 +78,7 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 		return err
 	}
 	if len(external.Durable) == 0 {
-		if err := removePartitionMembers(ctx, cli, o, tls, out); err != nil {
+		if err := removePartitionMembers(ctx, cli, o, tls, peerHosts, out); err != nil {
 			return err
 		}
 	}
@@ -83,8 +88,8 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 // removeDurableMember removes the server's member of the servers'
 // durable etcd (refused when the rest would lose quorum); a server
 // without one must at least have published itself.
-func removeDurableMember(ctx context.Context, client kubernetes.Interface, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
-	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name)
+func removeDurableMember(ctx context.Context, client kubernetes.Interface, o RemoveOptions, tls etcd.TLS, peerHosts []string, out io.Writer) error {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.EtcdPort)}, tls, o.Name, peerHosts)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
 		if err := requireKnownServer(ctx, client, o.Name, err); err != nil {
@@ -115,8 +120,8 @@ func requireKnownServer(ctx context.Context, client kubernetes.Interface, name s
 // removeNoFsyncMember removes the server's no-fsync member; its
 // members start empty and join again at every start, so a leftover entry
 // is replaced then: a failure is a warning.
-func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out io.Writer) {
-	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.NoFsyncEtcdPort)}, tls, o.Name)
+func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, peerHosts []string, out io.Writer) {
+	err := etcd.Remove(ctx, []string{DurableEtcdURL(o.NoFsyncEtcdPort)}, tls, o.Name, peerHosts)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
 		fmt.Fprintf(out, "%s had no member in the no-fsync etcd\n", o.Name)
@@ -134,7 +139,7 @@ func removeNoFsyncMember(ctx context.Context, o RemoveOptions, tls etcd.TLS, out
 // this server does not run yet, through its recorded members. It forgets
 // the server's records and its claim to seed a partition. A removal that
 // fails is an error: running the command again finishes it.
-func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
+func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o RemoveOptions, tls etcd.TLS, peerHosts []string, out io.Writer) error {
 	layout, _, err := etcd.ReadLayout(ctx, durable)
 	if err != nil {
 		return err
@@ -161,7 +166,7 @@ func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o Rem
 			}
 		}
 		if len(endpoints) > 0 {
-			if err := removePartitionMember(ctx, endpoints, name, o, tls, out); err != nil {
+			if err := removePartitionMember(ctx, endpoints, name, o, tls, peerHosts, out); err != nil {
 				return err
 			}
 		}
@@ -177,8 +182,8 @@ func removePartitionMembers(ctx context.Context, durable *clientv3.Client, o Rem
 	return etcd.ForgetServerLayout(ctx, durable, o.Name)
 }
 
-func removePartitionMember(ctx context.Context, endpoints []string, name string, o RemoveOptions, tls etcd.TLS, out io.Writer) error {
-	err := etcd.Remove(ctx, endpoints, tls, o.Name)
+func removePartitionMember(ctx context.Context, endpoints []string, name string, o RemoveOptions, tls etcd.TLS, peerHosts []string, out io.Writer) error {
+	err := etcd.Remove(ctx, endpoints, tls, o.Name, peerHosts)
 	switch {
 	case errors.Is(err, etcd.ErrNoSuchMember):
 		fmt.Fprintf(out, "%s had no member in the %s partition\n", o.Name, name)
@@ -188,6 +193,36 @@ func removePartitionMember(ctx context.Context, endpoints []string, name string,
 		fmt.Fprintf(out, "removed %s from the %s partition\n", o.Name, name)
 	}
 	return nil
+}
+
+// serverPeerHosts are the hosts the server's etcd members take their
+// peers at, by which the removal finds a member of it that never started
+// (etcd.Remove): its durable member's, read before that is removed, else
+// the host of the kube-apiserver URL it published (its durable member
+// never started, or the durable store is external).
+func serverPeerHosts(ctx context.Context, client kubernetes.Interface, o RemoveOptions, tls etcd.TLS, externalDurable bool) ([]string, error) {
+	if !externalDurable {
+		cli, err := etcd.NewClient([]string{DurableEtcdURL(o.EtcdPort)}, tls)
+		if err != nil {
+			return nil, err
+		}
+		defer cli.Close()
+		members, err := etcd.Members(ctx, cli)
+		if err != nil {
+			return nil, err
+		}
+		if hosts := etcd.PeerHosts(members, o.Name); len(hosts) > 0 {
+			return hosts, nil
+		}
+	}
+	published, err := join.PublishedServers(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	if u, err := url.Parse(published[o.Name]); err == nil && u.Hostname() != "" {
+		return []string{u.Hostname()}, nil
+	}
+	return nil, nil
 }
 
 func adminClient(dataDir string) (kubernetes.Interface, error) {
