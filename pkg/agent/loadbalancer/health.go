@@ -14,7 +14,11 @@ import (
 // server that goes down has its connections closed at once: clients
 // (the kubelet's HTTP/2 connection above all) would otherwise wait for TCP
 // to time out, and they reconnect through the balancer to the next
-// server instead.
+// server instead. A server that comes back and is now the one new
+// connections go to gets the node's other connections back after a
+// random part of the rebalance window: without that, after a rolling
+// restart the server restarted last would keep none of its nodes, and
+// they would come back only when their connections broke.
 func (lb *LoadBalancer) setHealth(b *backend, err error) {
 	lb.mu.Lock()
 	if lb.backends[b.address] != b || b.healthy == (err == nil) {
@@ -26,6 +30,7 @@ func (lb *LoadBalancer) setHealth(b *backend, err error) {
 	if err != nil {
 		closing = b.take()
 	}
+	moveBack, generation := lb.returnedIsTarget(b)
 	lb.mu.Unlock()
 	if err != nil {
 		lb.cfg.Report(fmt.Sprintf("load balancer: server %s is down (%v): closing its %d connections", b.address, err, len(closing)))
@@ -36,6 +41,34 @@ func (lb *LoadBalancer) setHealth(b *backend, err error) {
 		lb.cfg.Report(fmt.Sprintf("load balancer: server %s is up again", b.address))
 	}
 	lb.report()
+	if moveBack {
+		time.AfterFunc(rand.N(lb.rebalanceWindow()), func() { lb.rebalance(generation) })
+	}
+}
+
+// returnedIsTarget tells whether b, just marked up, is now where new
+// connections go while some connections are open through other servers:
+// then a rebalance is due, and it counts as a change of the list's
+// generation (a later change supersedes it). Called with mu held.
+func (lb *LoadBalancer) returnedIsTarget(b *backend) (bool, int) {
+	if !b.healthy {
+		return false, 0
+	}
+	for _, addr := range lb.order {
+		if first := lb.backends[addr]; first.healthy {
+			if first != b {
+				return false, 0
+			}
+			break
+		}
+	}
+	for _, other := range lb.backends {
+		if other != b && len(other.conns) > 0 {
+			lb.generation++
+			return true, lb.generation
+		}
+	}
+	return false, 0
 }
 
 // checkOnce checks, at the same time, each server that is down (to see

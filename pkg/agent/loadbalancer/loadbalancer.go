@@ -31,7 +31,8 @@
 //	order.go         each node's preference order over the servers (Order)
 //	follow.go        updating the list from the cluster's EndpointSlices (Follow)
 //	state.go         the list saved for the next start
-//	health.go        the checks: which servers are up (checkOnce, setHealth)
+//	health.go        the checks: which servers are up (checkOnce, setHealth), and the move back
+//	                 to the preferred server when it returns
 //	ready.go         the check of a server's readiness endpoint with the node's certificate
 package loadbalancer
 

@@ -502,3 +502,68 @@ func TestRebalanceWindowIsTheLongerOfTheDelayAndTheClustersSpread(t *testing.T) 
 		}
 	}
 }
+
+// After a failover the node's connections go back to its preferred
+// server when it returns, after a random part of the rebalance window:
+// after a rolling restart each server has its own nodes again.
+func TestConnectionsMoveBackWhenThePreferredServerReturns(t *testing.T) {
+	servers, addrs, order := threeServers(t, "node-3")
+	lb, rep := start(t, Config{Server: "https://" + servers["a"].addr, NodeName: "node-3"})
+	lb.Update(addrs)
+	got, c, r := connect(t, lb)
+	if got != order[0] {
+		t.Fatalf("went to %s, want %s", got, order[0])
+	}
+	preferred, next := servers[order[0]], servers[order[1]]
+	preferred.kill()
+	mustClose(t, c, r, 5*time.Second)
+	if got, c, r = connect(t, lb); got != order[1] {
+		t.Fatalf("reconnect went to %s, want %s", got, order[1])
+	}
+	preferred.revive()
+	mustClose(t, c, r, 5*time.Second)
+	if got, _, _ := connect(t, lb); got != order[0] {
+		t.Fatalf("after the return a connection went to %s, want %s", got, order[0])
+	}
+	want := fmt.Sprintf("load balancer: moving 1 connections from %s to %s", next.addr, preferred.addr)
+	if !slices.Contains(rep.all(), want) {
+		t.Errorf("reports %q lack %q", rep.all(), want)
+	}
+}
+
+// Only a server that returns as the one new connections go to takes the
+// connections open elsewhere; the move is a new generation.
+func TestReturnedServerTakesConnectionsOnlyAsTheTarget(t *testing.T) {
+	withConn := func() map[*proxied]struct{} { return map[*proxied]struct{}{{}: {}} }
+	for _, c := range []struct {
+		name     string
+		backends []*backend // in preference order; the returned one is "r"
+		want     bool
+	}{
+		{"preferred returns, connections on the next", []*backend{{address: "r", healthy: true}, {address: "x", healthy: true, conns: withConn()}}, true},
+		{"preferred returns, no connection elsewhere", []*backend{{address: "r", healthy: true}, {address: "x", healthy: true}}, false},
+		{"a later server returns", []*backend{{address: "x", healthy: true, conns: withConn()}, {address: "r", healthy: true}}, false},
+		{"a later server returns while the preferred is down", []*backend{{address: "x"}, {address: "r", healthy: true}, {address: "y", healthy: true, conns: withConn()}}, true},
+		{"the server went down", []*backend{{address: "r"}, {address: "x", healthy: true, conns: withConn()}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lb := &LoadBalancer{backends: map[string]*backend{}, generation: 4}
+			var returned *backend
+			for _, b := range c.backends {
+				lb.order = append(lb.order, b.address)
+				lb.backends[b.address] = b
+				if b.address == "r" {
+					returned = b
+				}
+			}
+			got, generation := lb.returnedIsTarget(returned)
+			wantGeneration := 0
+			if c.want {
+				wantGeneration = 5
+			}
+			if got != c.want || generation != wantGeneration || lb.generation != max(4, wantGeneration) {
+				t.Errorf("returnedIsTarget: %v, generation %d (lb's %d); want %v, %d", got, generation, lb.generation, c.want, wantGeneration)
+			}
+		})
+	}
+}
