@@ -20,6 +20,12 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 		progress := func(line string) { fmt.Fprintf(o.Progress, "  %s, round %d: %s\n", flavour, round, line) }
 		env := clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), ProfileDir: filepath.Dir(c.LogFile(1)), Progress: progress,
 			Restart: func(ctx context.Context) (int, error) { return c.RestartServer(ctx, 1) }}
+		if o.Cluster.Servers > 1 {
+			for k := 1; k <= o.Cluster.Servers; k++ {
+				env.Servers = append(env.Servers, clusterload.Server{Config: c.Config(k), PID: c.ServerPID(k),
+					Restart: func(ctx context.Context) (int, error) { return c.RestartServer(ctx, k) }})
+			}
+		}
 		steps, err := clusterload.Run(ctx, o.Cluster, env)
 		for _, s := range steps {
 			s.Flavour, s.Round = flavour, round
@@ -44,8 +50,9 @@ func clusterVariants(o Options) []serverVariant {
 	for _, n := range o.Cluster.Syncs {
 		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-syncs-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.ControllerSyncArgs(n)})
 	}
-	if o.Cluster.JoinProfile {
-		for i := range out {
+	for i := range out {
+		out[i].Servers = o.Cluster.Servers
+		if o.Cluster.JoinProfile {
 			out[i].Args = append(out[i].Args, clusterload.JoinProfileArgs...)
 		}
 	}

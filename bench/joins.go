@@ -51,6 +51,8 @@ type serverVariant struct {
 	Name string
 	K1M  string
 	Args []string
+	// Servers is how many full servers the cluster has; 0 is 1.
+	Servers int
 }
 
 // eachFresh brings up one fresh `k1m server` of each variant per round,
@@ -64,8 +66,8 @@ func eachFresh(ctx context.Context, o Options, scenario string, variants []serve
 		}
 		for _, v := range order {
 			clusterDir := filepath.Join(runsDir, fmt.Sprintf("%s-%s-%d", scenario, v.Name, round))
-			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up one `k1m server` (logs in %s)\n", scenario, round, o.Rounds, v.Name, clusterDir)
-			shape := scaleout.Shape{Name: scenario + "-" + v.Name, Servers: 1, K1M: v.K1M, ServerArgs: append(append([]string{deployed.FixedCoreDNS}, v.Args...), o.ServerArgs...)}
+			fmt.Fprintf(o.Progress, "%s, round %d/%d, %s: bringing up %s (logs in %s)\n", scenario, round, o.Rounds, v.Name, serversPhrase(v.Servers), clusterDir)
+			shape := scaleout.Shape{Name: scenario + "-" + v.Name, Servers: max(1, v.Servers), K1M: v.K1M, ServerArgs: append(append([]string{deployed.FixedCoreDNS}, v.Args...), o.ServerArgs...)}
 			so := scaleout.Options{ImagesDir: o.Deployed.ImagesDir, DataRoot: o.Deployed.DataRoot}
 			err := scaleout.WithShape(ctx, shape, so, clusterDir, o.Progress, func(c *scaleout.Cluster) error { return fn(c, v.Name, round) })
 			if err != nil {
@@ -74,6 +76,14 @@ func eachFresh(ctx context.Context, o Options, scenario string, variants []serve
 		}
 	}
 	return nil
+}
+
+// serversPhrase says how many servers a variant's cluster has.
+func serversPhrase(n int) string {
+	if n <= 1 {
+		return "one `k1m server`"
+	}
+	return fmt.Sprintf("%d `k1m server`s", n)
 }
 
 // joinTrial joins the nodes to server 1 of c with its join token.

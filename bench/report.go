@@ -293,6 +293,11 @@ func (rep *Report) writeCSVs() error {
 				return err
 			}
 		}
+		if rolling := rep.Cluster.RollingCSV(); len(rolling) > 1 {
+			if err := writeCSV(filepath.Join(rep.Dir, "cluster-rolling.csv"), rolling); err != nil {
+				return err
+			}
+		}
 	}
 	if rep.Proxy != nil && len(rep.Proxy.Steps) > 0 {
 		rows := append([][]string{rep.Proxy.CSVHeader()}, rep.Proxy.CSVRows()...)

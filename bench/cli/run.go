@@ -215,6 +215,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Metrics.Periods, "metrics-periods", o.Metrics.Periods, fmt.Sprintf("metrics: each node count's window, in metrics-server resolutions (%v)", metricsload.Resolution))
 	fs.IntVar(&o.Cluster.NodesPerConnection, "cluster-nodes-per-connection", o.Cluster.NodesPerConnection, "cluster: simulated nodes whose watches share one connection")
 	fs.BoolVar(&o.Cluster.Restart, "cluster-restart", o.Cluster.Restart, "cluster: after each node count, restart the server under its nodes and measure the reconnect storm")
+	fs.IntVar(&o.Cluster.Servers, "cluster-servers", o.Cluster.Servers, "cluster: full servers in the cluster (1 to 5); above 1, the simulated nodes reach them through the k1m agent's load balancer, and --cluster-restart restarts them one at a time (a rolling restart)")
 	fs.BoolVar(&o.Cluster.EagerRetry, "cluster-eager-retry", o.Cluster.EagerRetry, "cluster: the simulated nodes retry a failed list or watch after a jittered second, as runs before 2026-11-29 did, instead of client-go's reflector backoff (800 ms doubling to 30 s)")
 	fs.BoolVar(&o.Cluster.WatchList, "cluster-watch-list", o.Cluster.WatchList, "cluster: the simulated nodes stream their lists (WatchList, KEP-3157: a watch with sendInitialEvents), as kubelet and kube-proxy do with the WatchListClient gate, instead of LIST")
 	fs.Float64Var(&o.Cluster.JoinRate, "cluster-join-rate", o.Cluster.JoinRate, "cluster: register each step's nodes one at a time from one stream at this many a second (0: all at once from 50 streams)")

@@ -123,7 +123,16 @@ type Config struct {
 	// Partitions, when set, adds a third variant: the k1m build with its
 	// store partitioned (PartitionArgs), beside the two builds.
 	Partitions []string `json:",omitempty"`
+	// Servers, above 1, brings up that many full servers, puts the
+	// simulated nodes behind the k1m agent's load balancer (balancers),
+	// and with Restart restarts the servers one at a time, as a rolling
+	// upgrade does (RollingRestart). The step's other figures are server
+	// 1's. 0 is 1.
+	Servers int `json:",omitempty"`
 }
+
+// MaxServers is the most Config.Servers this machine's bench runs.
+const MaxServers = 5
 
 // PartitionedVariant names the k1m build with Config.Partitions.
 const PartitionedVariant = "k1m-partitioned"
@@ -167,6 +176,9 @@ func (c Config) Validate() error {
 	if c.NodesPerConnection < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-nodes-per-connection %d: want at least 1, e.g. %d", c.NodesPerConnection, DefaultNodesPerConnection))
 	}
+	if c.Servers < 0 || c.Servers > MaxServers {
+		errs = append(errs, fmt.Errorf("--cluster-servers %d: want 1 to %d servers, e.g. 3", c.Servers, MaxServers))
+	}
 	if c.JoinRate < 0 {
 		errs = append(errs, fmt.Errorf("--cluster-join-rate %v: want nodes a second above 0, e.g. 25, or 0 for every node at once", c.JoinRate))
 	}
@@ -190,6 +202,16 @@ type Env struct {
 	Progress   func(string)
 	// Restart restarts the server (Config.Restart).
 	Restart Restarter
+	// Servers are every server of a cluster of several (Config.Servers),
+	// server 1 first; nil for one.
+	Servers []Server
+}
+
+// Server is one server of a cluster of several.
+type Server struct {
+	Config  *rest.Config // an admin client of its own API server
+	PID     int          // the root of its processes
+	Restart Restarter    // restarts it and returns its new PID
 }
 
 // Run measures every step of cfg on env's cluster, returning the steps
@@ -204,12 +226,25 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	sim, err := nodesim.New(env.Config, nodesim.Defaults())
+	via := direct(env.Config)
+	var bal *balancers
+	if len(env.Servers) > 1 {
+		if bal, err = newBalancers(ctx, env.Servers); err != nil {
+			return nil, err
+		}
+		defer bal.removeCredentials()
+		via = bal.config
+	}
+	heartbeats, err := via("heartbeats")
+	if err != nil {
+		return nil, err
+	}
+	sim, err := nodesim.New(heartbeats, nodesim.Defaults())
 	if err != nil {
 		return nil, err
 	}
 	go sim.Run(ctx)
-	nodes, err := newFleet(ctx, env.Config, cfg.NodesPerConnection, reportWorkers, cfg.WatchList, cfg.EagerRetry)
+	nodes, err := newFleet(ctx, via, cfg.NodesPerConnection, reportWorkers, cfg.WatchList, cfg.EagerRetry)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +262,11 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		if err != nil {
 			return steps, fmt.Errorf("%d nodes: %w", n, err)
 		}
-		if cfg.Restart && len(s.Unfinished) == 0 {
+		switch {
+		case !cfg.Restart || len(s.Unfinished) > 0:
+		case bal != nil:
+			s.Rolling = rollingRestart(ctx, &env, bal, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
+		default:
 			env.Progress(fmt.Sprintf("%d nodes: restarting the server under them", n))
 			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
 		}

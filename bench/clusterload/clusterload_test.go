@@ -38,11 +38,12 @@ func TestValidateNamesEachFlag(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("Validate(%+v) = %v", good, err)
 	}
-	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0, JoinRate: -1}
+	bad := Config{Steps: []int{1000, 500}, Pods: 25, Replicas: 10, Pace: -1, NodesPerConnection: 0, JoinRate: -1, Servers: 6}
 	want := "--cluster-nodes 1000,500: want ascending positive node counts, e.g. 500,1000,2000\n" +
 		"--cluster-pods 25: want a positive multiple of --cluster-replicas (10), e.g. 1000\n" +
 		"--cluster-pace -1: want pods a second above 0, e.g. 20\n" +
 		"--cluster-nodes-per-connection 0: want at least 1, e.g. 50\n" +
+		"--cluster-servers 6: want 1 to 5 servers, e.g. 3\n" +
 		"--cluster-join-rate -1: want nodes a second above 0, e.g. 25, or 0 for every node at once"
 	if err := bad.Validate(); fmt.Sprint(err) != want {
 		t.Errorf("Validate(%+v) =\n%v\nwant\n%s", bad, err, want)

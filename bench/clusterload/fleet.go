@@ -145,7 +145,7 @@ const minWatchTimeout = 5 * time.Minute
 // fleet is the simulated nodes' watches and their kubelets' pod status
 // reports.
 type fleet struct {
-	base         *rest.Config
+	via          connector
 	perClient    int
 	clients      []kubernetes.Interface
 	reporter     kubernetes.Interface // the pod status reports' client
@@ -158,11 +158,15 @@ type fleet struct {
 }
 
 // newFleet is a fleet of no nodes, with workers reporting pod statuses.
-func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, workers int, watchList, eagerRetry bool) (*fleet, error) {
-	f := &fleet{base: base, perClient: nodesPerConnection, reports: make(chan *corev1.Pod, 1<<16)}
+func newFleet(ctx context.Context, via connector, nodesPerConnection, workers int, watchList, eagerRetry bool) (*fleet, error) {
+	f := &fleet{via: via, perClient: nodesPerConnection, reports: make(chan *corev1.Pod, 1<<16)}
 	f.counts.streamed, f.rules.streamed = watchList, watchList
 	f.counts.reflectorRetry, f.rules.reflectorRetry = !eagerRetry, !eagerRetry
-	reporter, err := kubernetes.NewForConfig(ownConnection(base))
+	reporterCfg, err := via("reporter")
+	if err != nil {
+		return nil, err
+	}
+	reporter, err := kubernetes.NewForConfig(ownConnection(reporterCfg))
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +175,15 @@ func newFleet(ctx context.Context, base *rest.Config, nodesPerConnection, worker
 		go f.reportWorker(ctx)
 	}
 	return f, nil
+}
+
+// connector is the client config of a connection named after its first
+// node: the server's own (direct), or through a balancer (balancers).
+type connector func(name string) (*rest.Config, error)
+
+// direct reaches cfg's server itself.
+func direct(cfg *rest.Config) connector {
+	return func(string) (*rest.Config, error) { return rest.CopyConfig(cfg), nil }
 }
 
 // ownConnection is base with a dial function of its own, which gives its
@@ -187,7 +200,11 @@ func ownConnection(base *rest.Config) *rest.Config {
 // would reach one API server over many connections.
 func (f *fleet) client(i int) (kubernetes.Interface, error) {
 	for len(f.clients) <= i/f.perClient {
-		c, err := kubernetes.NewForConfig(ownConnection(f.base))
+		cfg, err := f.via(leaseflood.ObjectName(len(f.clients) * f.perClient))
+		if err != nil {
+			return nil, err
+		}
+		c, err := kubernetes.NewForConfig(ownConnection(cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +242,7 @@ func (f *fleet) totalSynced() int64    { return f.counts.synced.Load() + f.rules
 func (f *fleet) totalEvents() int64    { return f.counts.events.Load() + f.rules.events.Load() }
 func (f *fleet) totalRelists() int64   { return f.counts.relists.Load() + f.rules.relists.Load() }
 func (f *fleet) totalRecovered() int64 { return f.counts.recovered.Load() + f.rules.recovered.Load() }
+func (f *fleet) totalDown() int64      { return f.counts.down.Load() + f.rules.down.Load() }
 
 // counts are what a set of followed watches did.
 type counts struct {
@@ -235,6 +253,8 @@ type counts struct {
 	// after a failed one: it is back after its server went away, by a
 	// relist or by resuming from the version it had.
 	recovered atomic.Int64
+	// down counts the watches failed and not back yet.
+	down atomic.Int64
 	// streamed: lists are streamed (Config.WatchList), not LISTs.
 	streamed bool
 	// reflectorRetry: a failed list or watch is retried after client-go's
@@ -266,7 +286,7 @@ func (f *counts) follow(ctx context.Context, lw listWatch, onEvent func(watch.Ev
 func (f *counts) listAndWatch(ctx context.Context, lw listWatch, onEvent func(watch.Event), retry retryPolicy, first, down *bool) bool {
 	rv, stream, err := f.listOnce(ctx, lw, onEvent)
 	if err != nil {
-		*down = true
+		f.fail(down)
 		return true
 	}
 	f.up(down)
@@ -282,7 +302,7 @@ func (f *counts) listAndWatch(ctx context.Context, lw listWatch, onEvent func(wa
 		rv, gone = f.drain(stream, rv, onEvent)
 		stream.Stop()
 		if gone {
-			*down = true
+			f.fail(down)
 			return false
 		}
 	}
@@ -347,7 +367,16 @@ func streamList(ctx context.Context, lw listWatch, onEvent func(watch.Event)) (s
 func (f *counts) up(down *bool) {
 	if *down {
 		f.recovered.Add(1)
+		f.down.Add(-1)
 		*down = false
+	}
+}
+
+// fail marks a watch failed: down until up.
+func (f *counts) fail(down *bool) {
+	if !*down {
+		f.down.Add(1)
+		*down = true
 	}
 }
 
@@ -359,7 +388,7 @@ func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent
 		w, err := lw.watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 		if err != nil {
 			// Interrupted: back at the next successful list or watch.
-			*down = true
+			f.fail(down)
 			if !retry.watchAgain(ctx, err) {
 				return
 			}
@@ -376,7 +405,7 @@ func (f *counts) watchFrom(ctx context.Context, lw listWatch, rv string, onEvent
 			if wasDown {
 				f.recovered.Add(-1)
 			}
-			*down = true
+			f.fail(down)
 			return
 		}
 	}

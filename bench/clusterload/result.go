@@ -60,6 +60,9 @@ type Step struct {
 	Netpol *NetpolProbe `json:",omitempty"`
 	// Storm is the server's restart under the step's nodes (Config.Restart).
 	Storm *Storm `json:",omitempty"`
+	// Rolling is the servers' rolling restart under the step's nodes
+	// (Config.Restart with Config.Servers above 1).
+	Rolling []ServerRestart `json:",omitempty"`
 
 	Held    bool
 	Reasons []string `json:",omitempty"`
@@ -341,6 +344,7 @@ func (r *Result) Markdown() string {
 	r.logMarkdown(&b)
 	r.netpolMarkdown(&b)
 	r.stormMarkdown(&b)
+	r.rollingMarkdown(&b)
 	return b.String()
 }
 

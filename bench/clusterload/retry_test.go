@@ -72,6 +72,7 @@ type reflectorRun struct {
 	Lists                     int
 	WatchedFrom               []string
 	Waits, Recovered, Relists int64
+	Down                      int64 // watches failed and not back
 }
 
 // runReflector follows a watch whose calls do steps, then stay open, and
@@ -134,6 +135,6 @@ func runReflector(t *testing.T, steps []watchStep, refusedErr error) reflectorRu
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	run.Waits, run.Recovered, run.Relists = waits.Load(), f.recovered.Load(), f.relists.Load()
+	run.Waits, run.Recovered, run.Relists, run.Down = waits.Load(), f.recovered.Load(), f.relists.Load(), f.down.Load()
 	return run
 }

@@ -520,10 +520,16 @@ func TestConnectionsMoveBackWhenThePreferredServerReturns(t *testing.T) {
 	if got, c, r = connect(t, lb); got != order[1] {
 		t.Fatalf("reconnect went to %s, want %s", got, order[1])
 	}
+	if lb.AtPreferred() {
+		t.Errorf("AtPreferred with a connection through %s", next.addr)
+	}
 	preferred.revive()
 	mustClose(t, c, r, 5*time.Second)
 	if got, _, _ := connect(t, lb); got != order[0] {
 		t.Fatalf("after the return a connection went to %s, want %s", got, order[0])
+	}
+	if !lb.AtPreferred() {
+		t.Errorf("not AtPreferred once the connections moved back")
 	}
 	want := fmt.Sprintf("load balancer: moving 1 connections from %s to %s", next.addr, preferred.addr)
 	if !slices.Contains(rep.all(), want) {

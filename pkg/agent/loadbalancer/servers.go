@@ -246,3 +246,17 @@ func (lb *LoadBalancer) rebalance(generation int) {
 		p.close()
 	}
 }
+
+// AtPreferred tells whether every connection open through the balancer
+// goes through this node's preferred server: true after a failover once
+// the moves back are done (the benchmark's rolling restart waits on it).
+func (lb *LoadBalancer) AtPreferred() bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for addr, b := range lb.backends {
+		if addr != lb.order[0] && len(b.conns) > 0 {
+			return false
+		}
+	}
+	return true
+}
