@@ -40,13 +40,22 @@ func newBalancers(ctx context.Context, servers []Server) (*balancers, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := balancersIn(ctx, servers, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return b, nil
+}
+
+func balancersIn(ctx context.Context, servers []Server, dir string) (*balancers, error) {
 	base := rest.CopyConfig(servers[0].Config)
 	if err := rest.LoadTLSFiles(base); err != nil {
 		return nil, fmt.Errorf("the admin's credentials: %w", err)
 	}
 	base.CAFile, base.CertFile, base.KeyFile = "", "", "" // now in the Data fields
 	b := &balancers{ctx: ctx, base: base, dir: dir, ready: loadbalancer.ReadyCheck{
-		CAFile: filepath.Join(dir, "balancer-ca.crt"), CertFile: filepath.Join(dir, "balancer-admin.pem"), KeyFile: filepath.Join(dir, "balancer-admin.pem")}}
+		CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "admin.pem"), KeyFile: filepath.Join(dir, "admin.pem")}}
 	for _, s := range servers {
 		u, err := url.Parse(s.Config.Host)
 		if err != nil {
