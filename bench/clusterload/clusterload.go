@@ -126,8 +126,9 @@ type Config struct {
 	// Servers, above 1, brings up that many full servers, puts the
 	// simulated nodes behind the k1m agent's load balancer (balancers),
 	// and with Restart restarts the servers one at a time, as a rolling
-	// upgrade does (RollingRestart). The step's other figures are server
-	// 1's. 0 is 1.
+	// upgrade does (rollingRestart). The step's other figures are server
+	// 1's, without the controller-manager's work queues (its metrics port
+	// is on loopback in the servers' network namespaces). 0 is 1.
 	Servers int `json:",omitempty"`
 }
 
@@ -257,7 +258,7 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	var steps []Step
 	registered := 0
 	for k, n := range cfg.Steps {
-		s, err := step(ctx, cfg, env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
+		s, err := step(ctx, cfg, env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
 		registered = n
 		if err != nil {
 			return steps, fmt.Errorf("%d nodes: %w", n, err)
@@ -265,10 +266,10 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 		switch {
 		case !cfg.Restart || len(s.Unfinished) > 0:
 		case bal != nil:
-			s.Rolling = rollingRestart(ctx, &env, bal, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
+			s.Rolling = rollingRestart(ctx, &env, bal, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
 		default:
 			env.Progress(fmt.Sprintf("%d nodes: restarting the server under them", n))
-			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods})
+			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
 		}
 		env.Progress(s.Line())
 		steps = append(steps, s)
@@ -294,6 +295,10 @@ type stepRun struct {
 	sim         *nodesim.Simulator
 	nodes       *fleet
 	pods        *tracker
+	// inNamespaces: the servers run in network namespaces of their own
+	// (Config.Servers above 1), where the controller-manager's metrics
+	// port, on loopback, is out of the benchmark's reach.
+	inNamespaces bool
 }
 
 // step brings the cluster to r.to nodes, then loads and reads it.
@@ -525,9 +530,11 @@ func read(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, se
 	if err != nil {
 		return reading{}, err
 	}
-	controllers, err := apimetrics.ScrapeComponent(ctx, cfg, controllerManagerAddress)
-	if err != nil {
-		return reading{}, err
+	var controllers apimetrics.Snapshot
+	if !r.inNamespaces {
+		if controllers, err = apimetrics.ScrapeComponent(ctx, cfg, controllerManagerAddress); err != nil {
+			return reading{}, err
+		}
 	}
 	self, err := proc.ReadUsage(os.Getpid())
 	if err != nil {
