@@ -135,6 +135,12 @@ type Config struct {
 // MaxServers is the most Config.Servers this machine's bench runs.
 const MaxServers = 5
 
+// simulatedNodesFiles is the open file limit Run asks for: 13 watches a
+// node over HTTP/2 take a few sockets a connection, three each through an
+// in-process balancer (the client's, the accepted and the dialled one);
+// at 1,000 nodes behind balancers, 20,000 was not enough.
+const simulatedNodesFiles = 1 << 20
+
 // PartitionedVariant names the k1m build with Config.Partitions.
 const PartitionedVariant = "k1m-partitioned"
 
@@ -226,6 +232,9 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		return nil, err
+	}
+	if limit, err := proc.RaiseFileLimit(simulatedNodesFiles); err != nil || limit < simulatedNodesFiles {
+		env.Progress(fmt.Sprintf("the open file limit stays %d (%v): thousands of simulated nodes may run out of sockets; run as root", limit, err))
 	}
 	via := direct(env.Config)
 	var bal *balancers
