@@ -22,6 +22,7 @@ require (
 	go.etcd.io/etcd/etcdutl/v3 v3.5.16
 	go.etcd.io/etcd/server/v3 v3.5.16
 	go.uber.org/zap v1.27.0
+	golang.org/x/net v0.30.0
 	golang.org/x/sys v0.26.0
 	google.golang.org/protobuf v1.35.1
 	k8s.io/api v0.32.5
@@ -160,7 +161,6 @@ require (
 	golang.org/x/crypto v0.28.0 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
 	golang.org/x/mod v0.21.0 // indirect
-	golang.org/x/net v0.30.0 // indirect
 	golang.org/x/oauth2 v0.23.0 // indirect
 	golang.org/x/sync v0.8.0 // indirect
 	golang.org/x/term v0.25.0 // indirect

@@ -21,6 +21,7 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 		env := clusterload.Env{Config: c.Config(1), ServerPID: c.ServerPID(1), ServerLog: c.LogFile(1), ProfileDir: filepath.Dir(c.LogFile(1)), Progress: progress,
 			Restart: func(ctx context.Context) (int, error) { return c.RestartServer(ctx, 1) }}
 		if o.Cluster.Servers > 1 {
+			env.BalancerLog = filepath.Join(filepath.Dir(c.LogFile(1)), "balancers.log")
 			for k := 1; k <= o.Cluster.Servers; k++ {
 				env.Servers = append(env.Servers, clusterload.Server{Config: c.Config(k), PID: c.ServerPID(k),
 					Restart: func(ctx context.Context) (int, error) { return c.RestartServer(ctx, k) }})

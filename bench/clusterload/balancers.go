@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
+	"golang.org/x/net/http2"
 	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/pkg/agent/loadbalancer"
@@ -30,17 +32,22 @@ type balancers struct {
 
 	mu  sync.Mutex
 	all []*loadbalancer.LoadBalancer
+	log *os.File // every balancer's report lines, named; nil: none kept
 }
 
 // newBalancers writes the admin's credentials in a directory of their own
 // for the readiness checks (removeCredentials deletes it); balancers stop
 // when ctx ends.
-func newBalancers(ctx context.Context, servers []Server) (*balancers, error) {
+// Their report lines go to logPath ("": none kept).
+func newBalancers(ctx context.Context, servers []Server, logPath string) (*balancers, error) {
 	dir, err := os.MkdirTemp("", "k1m-bench-balancers-")
 	if err != nil {
 		return nil, err
 	}
 	b, err := balancersIn(ctx, servers, dir)
+	if err == nil && logPath != "" {
+		b.log, err = os.Create(logPath)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -75,7 +82,8 @@ func balancersIn(ctx context.Context, servers []Server, dir string) (*balancers,
 // config is a client config reaching the cluster through a new balancer
 // named name, which knows every server.
 func (b *balancers) config(name string) (*rest.Config, error) {
-	lb, err := loadbalancer.Start(b.ctx, loadbalancer.Config{Server: "https://" + b.servers[0], NodeName: name, Listen: "[::1]:0", Ready: &b.ready})
+	lb, err := loadbalancer.Start(b.ctx, loadbalancer.Config{Server: "https://" + b.servers[0], NodeName: name, Listen: "[::1]:0", Ready: &b.ready,
+		Report: func(line string) { b.report(name, line) }})
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +93,17 @@ func (b *balancers) config(name string) (*rest.Config, error) {
 	b.mu.Unlock()
 	cfg := rest.CopyConfig(b.base)
 	cfg.Host = lb.URL()
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// HTTP/2 alone, whose transport dials one connection at a time: the
+	// default one dials a connection for each request made before the
+	// first is up, and a connection's hundreds of watches starting at
+	// once (a join burst, a failover) opened hundreds, three sockets each
+	// with a balancer in this process, past the open file limit.
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	cfg.Transport = &http2.Transport{TLSClientConfig: tlsCfg, ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
 	return cfg, nil
 }
 
@@ -102,5 +121,23 @@ func (b *balancers) awayFromPreferred() int {
 	return n
 }
 
-// removeCredentials deletes the readiness checks' credentials.
-func (b *balancers) removeCredentials() { os.RemoveAll(b.dir) }
+// report keeps a balancer's report line, timed and named.
+func (b *balancers) report(name, line string) {
+	if b.log == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(b.log, "%s %s: %s\n", time.Now().UTC().Format("15:04:05.000"), name, line)
+}
+
+// close deletes the readiness checks' credentials and closes the log.
+func (b *balancers) close() {
+	os.RemoveAll(b.dir)
+	if b.log != nil {
+		b.mu.Lock()
+		b.log.Close()
+		b.log = nil
+		b.mu.Unlock()
+	}
+}

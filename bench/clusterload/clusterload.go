@@ -212,6 +212,9 @@ type Env struct {
 	// Servers are every server of a cluster of several (Config.Servers),
 	// server 1 first; nil for one.
 	Servers []Server
+	// BalancerLog is where the simulated nodes' balancers report (with
+	// Servers).
+	BalancerLog string
 }
 
 // Server is one server of a cluster of several.
@@ -239,10 +242,10 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	via := direct(env.Config)
 	var bal *balancers
 	if len(env.Servers) > 1 {
-		if bal, err = newBalancers(ctx, env.Servers); err != nil {
+		if bal, err = newBalancers(ctx, env.Servers, env.BalancerLog); err != nil {
 			return nil, err
 		}
-		defer bal.removeCredentials()
+		defer bal.close()
 		via = bal.config
 	}
 	heartbeats, err := via("heartbeats")
