@@ -247,22 +247,39 @@ func TestConnectionsGoToThePreferredServer(t *testing.T) {
 	}
 }
 
-func TestFailoverToTheNextServerAndBack(t *testing.T) {
-	servers, addrs, order := threeServers(t, "node-1")
-	lb, rep := start(t, Config{Server: "https://" + servers["a"].addr, NodeName: "node-1"})
+// failedOver is a balancer of node over three servers whose preferred
+// server died under a connection, which the client opened again, at once,
+// through the next server of the node's order.
+type failedOver struct {
+	lb              *LoadBalancer
+	rep             *reports
+	addrs, order    []string
+	preferred, next *fakeServer
+	c               net.Conn // the connection through next
+	r               *bufio.Reader
+}
+
+func failOver(t *testing.T, node string) failedOver {
+	t.Helper()
+	servers, addrs, order := threeServers(t, node)
+	lb, rep := start(t, Config{Server: "https://" + servers["a"].addr, NodeName: node})
 	lb.Update(addrs)
 	got, c, r := connect(t, lb)
 	if got != order[0] {
 		t.Fatalf("went to %s, want %s", got, order[0])
 	}
-	preferred, next := servers[order[0]], servers[order[1]]
-
-	preferred.kill()
+	f := failedOver{lb: lb, rep: rep, addrs: addrs, order: order, preferred: servers[order[0]], next: servers[order[1]]}
+	f.preferred.kill()
 	mustClose(t, c, r, 5*time.Second)
-	// The client reconnects through the balancer, at once.
-	if got, _, _ := connect(t, lb); got != order[1] {
+	if got, f.c, f.r = connect(t, lb); got != order[1] {
 		t.Fatalf("reconnect went to %s, want the next in this node's order, %s", got, order[1])
 	}
+	return f
+}
+
+func TestFailoverToTheNextServerAndBack(t *testing.T) {
+	f := failOver(t, "node-1")
+	lb, rep, addrs, order, preferred, next := f.lb, f.rep, f.addrs, f.order, f.preferred, f.next
 	downLine := fmt.Sprintf("load balancer: servers [%s] (preferred %s; down: %s; new connections go to %s)", strings.Join(sorted(addrs), " "), preferred.addr, preferred.addr, next.addr)
 	testutil.Eventually(t, 5*time.Second, "status after the preferred server died", func() error {
 		if l := rep.last(); l != downLine {
@@ -507,24 +524,13 @@ func TestRebalanceWindowIsTheLongerOfTheDelayAndTheClustersSpread(t *testing.T) 
 // server when it returns, after a random part of the rebalance window:
 // after a rolling restart each server has its own nodes again.
 func TestConnectionsMoveBackWhenThePreferredServerReturns(t *testing.T) {
-	servers, addrs, order := threeServers(t, "node-3")
-	lb, rep := start(t, Config{Server: "https://" + servers["a"].addr, NodeName: "node-3"})
-	lb.Update(addrs)
-	got, c, r := connect(t, lb)
-	if got != order[0] {
-		t.Fatalf("went to %s, want %s", got, order[0])
-	}
-	preferred, next := servers[order[0]], servers[order[1]]
-	preferred.kill()
-	mustClose(t, c, r, 5*time.Second)
-	if got, c, r = connect(t, lb); got != order[1] {
-		t.Fatalf("reconnect went to %s, want %s", got, order[1])
-	}
+	f := failOver(t, "node-3")
+	lb, rep, order, preferred, next := f.lb, f.rep, f.order, f.preferred, f.next
 	if lb.AtPreferred() {
 		t.Errorf("AtPreferred with a connection through %s", next.addr)
 	}
 	preferred.revive()
-	mustClose(t, c, r, 5*time.Second)
+	mustClose(t, f.c, f.r, 5*time.Second)
 	if got, _, _ := connect(t, lb); got != order[0] {
 		t.Fatalf("after the return a connection went to %s, want %s", got, order[0])
 	}
