@@ -135,12 +135,6 @@ type Config struct {
 // MaxServers is the most Config.Servers this machine's bench runs.
 const MaxServers = 5
 
-// simulatedNodesFiles is the open file limit Run asks for: 13 watches a
-// node over HTTP/2 take a few sockets a connection, three each through an
-// in-process balancer (the client's, the accepted and the dialled one);
-// at 1,000 nodes behind balancers, 20,000 was not enough.
-const simulatedNodesFiles = 1 << 20
-
 // PartitionedVariant names the k1m build with Config.Partitions.
 const PartitionedVariant = "k1m-partitioned"
 
@@ -236,9 +230,6 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	if limit, err := proc.RaiseFileLimit(simulatedNodesFiles); err != nil || limit < simulatedNodesFiles {
-		env.Progress(fmt.Sprintf("the open file limit stays %d (%v): thousands of simulated nodes may run out of sockets; run as root", limit, err))
-	}
 	via := direct(env.Config)
 	var bal *balancers
 	if len(env.Servers) > 1 {
@@ -270,18 +261,20 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	var steps []Step
 	registered := 0
 	for k, n := range cfg.Steps {
-		s, err := step(ctx, cfg, env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
+		r := stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil}
+		s, err := step(ctx, cfg, env, client, r)
 		registered = n
 		if err != nil {
 			return steps, fmt.Errorf("%d nodes: %w", n, err)
 		}
+		r.from = registered // the restart's nodes are all the step's
 		switch {
 		case !cfg.Restart || len(s.Unfinished) > 0:
 		case bal != nil:
-			s.Rolling = rollingRestart(ctx, &env, bal, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
+			s.Rolling = rollingRestart(ctx, &env, bal, r)
 		default:
 			env.Progress(fmt.Sprintf("%d nodes: restarting the server under them", n))
-			s.Storm = restartUnderLoad(ctx, &env, client, stepRun{k: k, from: registered, to: n, sim: sim, nodes: nodes, pods: pods, inNamespaces: bal != nil})
+			s.Storm = restartUnderLoad(ctx, &env, client, r)
 		}
 		env.Progress(s.Line())
 		steps = append(steps, s)
