@@ -89,31 +89,36 @@ func ReadSecretsKeys(ctx context.Context, client kubernetes.Interface) (SecretsK
 	return secretsKeysState(cm.Data), nil
 }
 
-// SecretsKeysFromEtcd reads the sealed key set straight from the durable
-// etcd (kube-apiserver's default /registry prefix), for a server whose
+// SecretsKeysKey is the etcd key of the ConfigMap that holds the sealed
+// key set (kube-apiserver's default /registry prefix): in the durable etcd,
+// or in the configmaps partition when the store has one.
+const SecretsKeysKey = "/registry/configmaps/" + metav1.NamespaceSystem + "/" + ServerBootstrapName
+
+// SecretsKeysFromEtcd reads the sealed key set straight from etcd (the
+// store that holds SecretsKeysKey), for a server whose
 // kube-apiserver is not started yet: it must start with the cluster's
 // keys. nil: the cluster records none. serializable reads the member's
 // own copy, which needs no quorum but may lag.
 func SecretsKeysFromEtcd(ctx context.Context, cli *clientv3.Client, serializable bool) ([]byte, error) {
-	key := "/registry/configmaps/" + metav1.NamespaceSystem + "/" + ServerBootstrapName
+	key := SecretsKeysKey
 	var opts []clientv3.OpOption
 	if serializable {
 		opts = append(opts, clientv3.WithSerializable())
 	}
 	resp, err := cli.Get(ctx, key, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s from the durable etcd: %w", key, err)
+		return nil, fmt.Errorf("reading %s from etcd: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(resp.Kvs[0].Value, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("decoding %s from the durable etcd: %w", key, err)
+		return nil, fmt.Errorf("decoding %s from etcd: %w", key, err)
 	}
 	cm, ok := obj.(*corev1.ConfigMap)
 	if !ok {
-		return nil, fmt.Errorf("%s in the durable etcd is a %T, not a ConfigMap", key, obj)
+		return nil, fmt.Errorf("%s in etcd is a %T, not a ConfigMap", key, obj)
 	}
 	return secretsKeysState(cm.Data).Sealed, nil
 }

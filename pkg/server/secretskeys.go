@@ -61,11 +61,13 @@ func (s *Server) phaseSecretsKeys(ctx context.Context, c *certs, local etcds, st
 	return set, nil
 }
 
-// clusterSecretsKeys reads and opens the cluster's key set (none: empty).
+// clusterSecretsKeys reads and opens the cluster's key set (none: empty)
+// from the etcd that holds ConfigMaps: the configmaps partition when the
+// store has one, which the durable etcd then lacks.
 func (s *Server) clusterSecretsKeys(ctx context.Context, c *certs, local etcds, stores etcdStores) (secretsenc.KeySet, error) {
-	endpoints, tls := stores.durable, stores.tls
-	if local.durable != nil {
-		endpoints, tls = []string{local.durable.Member.ClientURL()}, s.storeTLS(c)
+	endpoints, tls := storeOfKey(join.SecretsKeysKey, local, stores)
+	if len(endpoints) == 0 {
+		endpoints, tls = []string{memberOfKey(join.SecretsKeysKey, local).ClientURL()}, s.storeTLS(c)
 	}
 	cli, err := etcd.NewClient(endpoints, tls)
 	if err != nil {
@@ -74,7 +76,7 @@ func (s *Server) clusterSecretsKeys(ctx context.Context, c *certs, local etcds, 
 	defer cli.Close()
 	var sealed []byte
 	read := func(serializable bool, timeout time.Duration) error {
-		return poll.Until(ctx, 2*time.Second, timeout, "the cluster's Secrets encryption keys in the durable etcd", func(ctx context.Context) error {
+		return poll.Until(ctx, 2*time.Second, timeout, "the cluster's Secrets encryption keys in the etcd of ConfigMaps", func(ctx context.Context) error {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			var err error
@@ -83,7 +85,7 @@ func (s *Server) clusterSecretsKeys(ctx context.Context, c *certs, local etcds, 
 		})
 	}
 	err = read(false, 20*time.Second)
-	if err != nil && local.durable != nil {
+	if err != nil && memberOfKey(join.SecretsKeysKey, local) != nil {
 		// No quorum yet (every server restarting at once): this member's
 		// own copy, as of when it stopped. A newer set is taken at the next
 		// start (publishSecretsKeys says so).
@@ -138,4 +140,31 @@ func (s *Server) publishSecretsKeys(ctx context.Context, client kubernetes.Inter
 		s.step("the cluster's Secrets encryption keys changed while this server started: restart it to run with them")
 	}
 	return err
+}
+
+// storeOfKey is the etcd that holds key (kube-apiserver's spelling) when
+// this server runs no member of it: the endpoints and TLS kube-apiserver
+// is given. Empty endpoints: memberOfKey is this server's own member.
+func storeOfKey(key string, local etcds, stores etcdStores) ([]string, etcd.TLS) {
+	if memberOfKey(key, local) != nil {
+		return nil, etcd.TLS{}
+	}
+	for _, p := range stores.partitions {
+		if strings.HasPrefix(key, p.partition.KeyPrefix) {
+			return p.urls, stores.tls
+		}
+	}
+	return stores.durable, stores.tls
+}
+
+// memberOfKey is this server's member of the etcd that holds key: its
+// member of the partition the key is in, else its durable member (nil: it
+// runs none).
+func memberOfKey(key string, local etcds) *etcd.Member {
+	for _, r := range local.partitions {
+		if strings.HasPrefix(key, partitionNamed(r.Member.Partition).KeyPrefix) {
+			return &r.Member
+		}
+	}
+	return memberOf(local.durable)
 }

@@ -49,8 +49,14 @@ const (
 
 // multiPartitions are the store partitions the cluster is made with, by
 // their members' client ports (--etcd-port plus their offsets): every
-// join, removal, kill and restore below runs over them too.
-var multiPartitions = map[string]int{"pods": 2383, "nodes": 2385}
+// join, removal, kill and restore below runs over them too. The
+// ConfigMaps written through kills and restores, and the Secrets
+// encryption keys every server reads at its start, are in the configmaps
+// partition.
+var multiPartitions = map[string]int{"pods": 2383, "nodes": 2385, "configmaps": 2389}
+
+// multiPartitionsFlag is the servers' --etcd-partitions.
+const multiPartitionsFlag = "--etcd-partitions=pods,nodes,configmaps"
 
 // multiCluster is a cluster of several servers under test.
 type multiCluster struct {
@@ -73,7 +79,7 @@ func TestMultiServer(t *testing.T) {
 	k1m := filepath.Join(root, "_output", "bin", "k1m")
 	h, err := localcluster.New(localcluster.Options{Servers: multiServers, Nodes: multiNodes, K1M: k1m, ClusterDir: clusterDir, DataRoot: dataRoot,
 		ImagesDir:  filepath.Join(root, "_output", "images"),
-		ServerArgs: []string{"--etcd-partitions=pods,nodes", "--etcd-partition-quota-backend-bytes=" + strconv.Itoa(multiPartitionQuota)}})
+		ServerArgs: []string{multiPartitionsFlag, "--etcd-partition-quota-backend-bytes=" + strconv.Itoa(multiPartitionQuota)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +583,7 @@ func (m *multiCluster) testJoinRefusals(ctx context.Context, t *testing.T, dataR
 		// Refused before its durable member is added: one added and
 		// never run would leave the cluster a voter short.
 		{"other store partitions", strings.TrimSpace(string(serverToken)), []string{"--etcd-partitions=pods"},
-			"--etcd-partitions=pods: the cluster keeps pods, nodes in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods,nodes", true},
+			"--etcd-partitions=pods: the cluster keeps pods, nodes, configmaps in partitions of their own (recorded in its durable etcd when it was made): give every server " + multiPartitionsFlag, true},
 	} {
 		dir := filepath.Join(dataRoot, "refused-server")
 		os.RemoveAll(dir)
@@ -630,7 +636,7 @@ func (m *multiCluster) testAPIServerOnly(ctx context.Context, t *testing.T, data
 	const name = "k1m-apiserver-4"
 	dir := filepath.Join(dataRoot, "apiserver-4")
 	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)),
-		"--server", s1.URL(), "--disable-etcd", "--etcd-partitions=pods,nodes")
+		"--server", s1.URL(), "--disable-etcd", multiPartitionsFlag)
 	defer stop()
 	must(t, "a pod through the API-server-only server (the pods partition)", createPendingPod(ctx, client.CoreV1().Pods("default"), "through-an-api-only-server"))
 	must(t, "delete the pod", client.CoreV1().Pods("default").Delete(ctx, "through-an-api-only-server", metav1.DeleteOptions{}))
@@ -755,7 +761,7 @@ func (m *multiCluster) testReplaceDeadServer(ctx context.Context, t *testing.T, 
 	dir := filepath.Join(dataRoot, name)
 	// The cluster encrypts Secrets (testSecretsEncryption): a joining
 	// server must too.
-	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL(), "--secrets-encryption", "--etcd-partitions=pods,nodes")
+	client, stop := startHostServer(ctx, t, m.k1m, dir, logDir, name, m.h.Plan().Bridge.Addr.Addr().String(), strings.TrimSpace(string(token)), "--server", s1.URL(), "--secrets-encryption", multiPartitionsFlag)
 	defer stop()
 	m.requireMembersNamed(ctx, t, []string{m.h.Server(1).Name, m.h.Server(2).Name, name})
 	// It adopted the cluster's keys: a Secret written through server 1

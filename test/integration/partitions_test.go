@@ -16,6 +16,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"k1m.dev/k1m/pkg/clock"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/testutil"
@@ -57,14 +58,17 @@ func countKeys(ctx context.Context, cli *clientv3.Client, prefix string) (int64,
 	return resp.Count, nil
 }
 
-// requirePartitionsHold wants every Pod and Node in its partition's etcd
-// and none in the durable one, which keeps the rest (ConfigMaps).
+// requirePartitionsHold wants every Pod, Node and ConfigMap in its
+// partition's etcd and none in the durable one, which keeps the rest
+// (Namespaces).
 func (m *multiCluster) requirePartitionsHold(ctx context.Context, t *testing.T) {
 	durable := m.etcdAt(t, 2379)
-	// Nodes are kept under their old name.
-	keyPrefixes := map[string]string{"pods": "/registry/pods/", "nodes": "/registry/minions/"}
 	for resource, port := range multiPartitions {
-		prefix := keyPrefixes[resource]
+		p, ok := constants.StorePartitionNamed(resource)
+		if !ok {
+			t.Fatalf("no partition %q", resource)
+		}
+		prefix := p.KeyPrefix
 		inPartition, err := countKeys(ctx, m.etcdAt(t, port), prefix)
 		if err != nil {
 			t.Fatal(err)
@@ -77,13 +81,13 @@ func (m *multiCluster) requirePartitionsHold(ctx context.Context, t *testing.T) 
 			t.Errorf("%s: %d keys in its partition (port %d), %d in the durable etcd; want all in the partition", prefix, inPartition, port, inDurable)
 		}
 	}
-	if n, err := countKeys(ctx, durable, "/registry/configmaps/"); err != nil || n == 0 {
-		t.Errorf("/registry/configmaps/ in the durable etcd: %d keys (%v), want some", n, err)
+	if n, err := countKeys(ctx, durable, "/registry/namespaces/"); err != nil || n == 0 {
+		t.Errorf("/registry/namespaces/ in the durable etcd: %d keys (%v), want some", n, err)
 	}
 }
 
 // testFullPartition fills the pods partition to its quota: new pods are
-// refused, while ConfigMaps (durable) are written and every node stays
+// refused, while ConfigMaps (their own partition) are written and every node stays
 // Ready (its Node in the nodes partition, its Lease in the no-fsync
 // etcd). Once what filled it is deleted and compacted, the servers'
 // alarm watch defragments and disarms it, and pods are created again.
