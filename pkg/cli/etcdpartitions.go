@@ -47,7 +47,7 @@ func newMigrateCommand() *cobra.Command {
 			if !flavor.SeparateNoFsyncStore {
 				return fmt.Errorf("k1m etcd-partitions: the stock build keeps every resource in one etcd")
 			}
-			if err := refuseExternalDurable(m.DataDir); err != nil {
+			if err := refuseExternalDurable(m.DataDir, "k1m moves resources only out of an embedded durable etcd; beside an external one the partitions are chosen when the cluster is made (--etcd-partitions, --datastore-partition-endpoint)"); err != nil {
 				return err
 			}
 			// The servers restart while it waits: the etcd client's

@@ -64,7 +64,7 @@ func (o *snapshotOptions) saveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := refuseExternalDurable(o.dataDir); err != nil {
+			if err := refuseExternalDurable(o.dataDir, "snapshot it with that etcd's own tools (etcdctl snapshot save), and each partition's etcd (--datastore-partition-endpoint) with it"); err != nil {
 				return err
 			}
 			src, err := server.LocalSnapshotSources(cmd.Context(), o.dataDir, o.etcdPort)
@@ -177,16 +177,16 @@ func (o *snapshotOptions) pruneCommand() *cobra.Command {
 	return cmd
 }
 
-// refuseExternalDurable refuses a snapshot on a server whose durable
-// store is an external etcd (--datastore-endpoint): that etcd's operator
-// snapshots it.
-func refuseExternalDurable(dataDir string) error {
+// refuseExternalDurable refuses a command (a snapshot, a migration) on a
+// server whose durable store is an external etcd (--datastore-endpoint):
+// that etcd's operator keeps it, and fix says how.
+func refuseExternalDurable(dataDir, fix string) error {
 	record, err := server.ReadDatastore(dataDir)
 	if err != nil {
 		return err
 	}
 	if len(record.Durable) > 0 {
-		return fmt.Errorf("the server with --data-dir %s keeps its durable store in the external etcd at %s (--datastore-endpoint): snapshot it with that etcd's own tools (etcdctl snapshot save)", dataDir, strings.Join(record.Durable, ","))
+		return fmt.Errorf("the server with --data-dir %s keeps its durable store in the external etcd at %s (--datastore-endpoint): %s", dataDir, strings.Join(record.Durable, ","), fix)
 	}
 	return nil
 }

@@ -40,6 +40,11 @@ type CompletedServer struct {
 	// order; PartitionQuotaBytes is each one's quota.
 	Partitions          []constants.StorePartition
 	PartitionQuotaBytes int64
+	// ExternalPartitions are the external etcd members of each partition
+	// by its name (--datastore-partition-endpoint), one for every
+	// partition beside an external durable store; none: the partitions
+	// are embedded.
+	ExternalPartitions map[string][]string
 	// tokenFromEnv: Token came from $K1M_TOKEN, which Complete removed
 	// from the environment (RestartEnv).
 	tokenFromEnv bool
@@ -86,6 +91,7 @@ func (s Server) Complete() (*CompletedServer, error) {
 	c.ExternalDurable = Endpoints(s.Datastore.Endpoint)
 	c.ExternalNoFsync = Endpoints(s.Datastore.NoFsyncEndpoint)
 	c.Partitions = s.partitions()
+	c.ExternalPartitions, _ = ParsePartitionEndpoints(s.Datastore.PartitionEndpoints)
 	c.PartitionQuotaBytes = s.EtcdPartitionQuotaBytes
 	if c.PartitionQuotaBytes == 0 {
 		c.PartitionQuotaBytes = s.EtcdQuotaBytes

@@ -18,14 +18,19 @@ import (
 type Datastore struct {
 	Endpoint        string // comma-separated https URLs of the durable store's members
 	NoFsyncEndpoint string // the same for the no-fsync store
-	CAFile          string
-	CertFile        string
-	KeyFile         string
+	// PartitionEndpoints are the store partitions' external etcds beside
+	// an external durable store, each NAME=URL,URL
+	// (--datastore-partition-endpoint, repeated).
+	PartitionEndpoints []string
+	CAFile             string
+	CertFile           string
+	KeyFile            string
 }
 
 func (d *Datastore) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&d.Endpoint, "datastore-endpoint", d.Endpoint, "keep the durable store (everything but Events and Leases) in an external etcd cluster, not in an embedded etcd: its members' https URLs, comma separated, e.g. https://[fddf:4035:b520::5]:2379")
 	fs.StringVar(&d.NoFsyncEndpoint, "no-fsync-datastore-endpoint", d.NoFsyncEndpoint, "keep Events and Leases in an external etcd cluster (run it with --unsafe-no-fsync for k1m's trade-off), not in the embedded no-fsync etcd: its members' https URLs, comma separated")
+	fs.StringArrayVar(&d.PartitionEndpoints, "datastore-partition-endpoint", d.PartitionEndpoints, "with --datastore-endpoint, keep a partition of --etcd-partitions in an external etcd cluster of its own: NAME=URL,URL (its members' https URLs), once per partition, e.g. pods=https://[fddf:4035:b520::7]:2379")
 	fs.StringVar(&d.CAFile, "datastore-cafile", d.CAFile, "CA certificate the external etcd's serving certificates are checked against")
 	fs.StringVar(&d.CertFile, "datastore-certfile", d.CertFile, "client certificate kube-apiserver and k1m present to the external etcd (issued by --datastore-cafile's CA: the embedded etcds accept it too)")
 	fs.StringVar(&d.KeyFile, "datastore-keyfile", d.KeyFile, "key of --datastore-certfile")

@@ -55,6 +55,9 @@ type Datastore struct {
 	// The JSON name is the one earlier releases write and read: servers of
 	// two releases share this record during a rolling upgrade.
 	NoFsync []string `json:"ephemeral,omitempty"`
+	// Partitions are the external etcd members of each store partition,
+	// by its name (beside an external durable store only).
+	Partitions map[string][]string `json:"partitions,omitempty"`
 }
 
 // ServerBootstrap is what a joining server reads.

@@ -203,6 +203,14 @@ func checkClusterSettings(cfg *config.CompletedServer, cluster join.Settings, se
 	}
 	storeDiffers("--datastore-endpoint", cfg.ExternalDurable, datastore.Durable)
 	storeDiffers("--no-fsync-datastore-endpoint", cfg.ExternalNoFsync, datastore.NoFsync)
+	// A partition the cluster has and this server not (or the reverse) is
+	// the layout check's to refuse; here the external etcd of each.
+	for _, name := range constants.StorePartitionNames() {
+		mine, theirs := cfg.ExternalPartitions[name], datastore.Partitions[name]
+		if len(mine) > 0 && len(theirs) > 0 {
+			storeDiffers(config.PartitionEndpointFlag+" "+name, mine, theirs)
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -99,6 +99,41 @@ func TestCheckClusterSettingsComparesTheStores(t *testing.T) {
 	}
 }
 
+// Each partition's external etcd is compared as the stores are; a
+// partition only one side has is the layout check's.
+func TestCheckClusterSettingsComparesThePartitionsEtcds(t *testing.T) {
+	ca := writeFile(t, "ca.crt", "x")
+	flags := config.DefaultServer()
+	flags.DataDir = t.TempDir()
+	flags.EtcdPartitions = []string{"pods", "nodes"}
+	flags.Datastore = config.Datastore{Endpoint: "https://[fddf:4035:b520::5]:2379", CAFile: ca, CertFile: ca, KeyFile: ca,
+		PartitionEndpoints: []string{"pods=https://[fddf:4035:b520::8]:2379,https://[fddf:4035:b520::7]:2379", "nodes=https://[fddf:4035:b520::9]:2379"}}
+	cfg, err := flags.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := join.Settings{RenewInterval: cfg.Lease.RenewInterval, ClusterDomain: cfg.ClusterDomain, ClusterCIDR: cfg.ClusterCIDR, ServiceCIDR: cfg.ServiceCIDR, PodRoutes: cfg.Routes}
+	durable := []string{"https://[fddf:4035:b520::5]:2379"}
+	stores := join.Datastore{Durable: durable, Partitions: map[string][]string{
+		"pods":  {"https://[fddf:4035:b520::7]:2379", "https://[fddf:4035:b520::8]:2379"},
+		"nodes": {"https://[fddf:4035:b520::9]:2379"},
+	}}
+	if err := checkClusterSettings(cfg, same, false, stores); err != nil {
+		t.Errorf("the same etcds: %v", err)
+	}
+	if err := checkClusterSettings(cfg, same, false, join.Datastore{Durable: durable, Partitions: map[string][]string{"pods": stores.Partitions["pods"]}}); err != nil {
+		t.Errorf("a partition the cluster lacks: %v, want it left to the layout check", err)
+	}
+	err = checkClusterSettings(cfg, same, false, join.Datastore{Durable: durable, Partitions: map[string][]string{
+		"pods":  {"https://[fddf:4035:b520::a]:2379"},
+		"nodes": {"https://[fddf:4035:b520::9]:2379"},
+	}})
+	want := "--datastore-partition-endpoint pods https://[fddf:4035:b520::7]:2379,https://[fddf:4035:b520::8]:2379 differs from the cluster's https://[fddf:4035:b520::a]:2379: every server of a cluster has the same; start this one with --datastore-partition-endpoint pods=https://[fddf:4035:b520::a]:2379"
+	if err == nil || err.Error() != want {
+		t.Errorf("another etcd for pods:\n%v\nwant\n%s", err, want)
+	}
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k1m.dev/k1m/pkg/config"
 	"k1m.dev/k1m/pkg/datadir"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/fsutil"
@@ -47,7 +48,7 @@ func ReadDatastore(dataDir string) (DatastoreRecord, error) {
 // datastore is this server's external etcd of each store (none of
 // either: embedded).
 func (s *Server) datastore() join.Datastore {
-	return join.Datastore{Durable: s.cfg.ExternalDurable, NoFsync: s.cfg.ExternalNoFsync}
+	return join.Datastore{Durable: s.cfg.ExternalDurable, NoFsync: s.cfg.ExternalNoFsync, Partitions: s.cfg.ExternalPartitions}
 }
 
 // datastoreTLS is what kube-apiserver and k1m present to an external etcd.
@@ -96,18 +97,23 @@ func (s *Server) storeTLS(c *certs) etcd.TLS {
 // claimDatastore records this cluster's CA in each external store, or
 // refuses a store that another cluster's servers write.
 func (s *Server) claimDatastore(ctx context.Context, caHash string) error {
-	for _, store := range []struct {
-		flag      string
+	type store struct {
+		flag      string // the flag and its value, as given
 		endpoints []string
-	}{
-		{"--datastore-endpoint", s.cfg.ExternalDurable},
-		{"--no-fsync-datastore-endpoint", s.cfg.ExternalNoFsync},
-	} {
+	}
+	stores := []store{
+		{"--datastore-endpoint " + strings.Join(s.cfg.ExternalDurable, ","), s.cfg.ExternalDurable},
+		{"--no-fsync-datastore-endpoint " + strings.Join(s.cfg.ExternalNoFsync, ","), s.cfg.ExternalNoFsync},
+	}
+	for _, p := range s.externalPartitionStores() {
+		stores = append(stores, store{config.PartitionEndpointFlag + " " + p.partition.Name + "=" + strings.Join(p.urls, ","), p.urls})
+	}
+	for _, store := range stores {
 		if len(store.endpoints) == 0 {
 			continue
 		}
 		if err := claimStore(ctx, store.endpoints, s.datastoreTLS(), caHash); err != nil {
-			return fmt.Errorf("%s %s: %w", store.flag, strings.Join(store.endpoints, ","), err)
+			return fmt.Errorf("%s: %w", store.flag, err)
 		}
 	}
 	return nil
@@ -124,6 +130,39 @@ func claimStore(ctx context.Context, endpoints []string, tls etcd.TLS, caHash st
 		return fmt.Errorf("%w: join this server to that cluster (an empty --data-dir, --server and its token), or give this cluster an etcd of its own", err)
 	}
 	return err
+}
+
+// externalPartitionStores are the partitions kept in external etcds
+// (--datastore-partition-endpoint), in cfg.Partitions' order; none when
+// they are embedded.
+func (s *Server) externalPartitionStores() []partitionStore {
+	var out []partitionStore
+	for _, p := range s.cfg.Partitions {
+		if urls := s.cfg.ExternalPartitions[p.Name]; len(urls) > 0 {
+			out = append(out, partitionStore{partition: p, urls: urls})
+		}
+	}
+	return out
+}
+
+// settleExternalLayout checks --etcd-partitions against the layout an
+// external durable store records, and records it on a new cluster, as
+// phasePartitions does in an embedded durable etcd: a server whose
+// kube-apiserver kept Pods in another store than the others' would serve
+// another cluster's Pods.
+func (s *Server) settleExternalLayout(ctx context.Context) error {
+	cli, err := etcd.NewClient(s.cfg.ExternalDurable, s.datastoreTLS())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := s.settleLayout(ctx, cli); err != nil {
+		return err
+	}
+	for _, p := range s.externalPartitionStores() {
+		s.step("the %s partition in the external etcd at %s", p.partition.Name, strings.Join(p.urls, ","))
+	}
+	return nil
 }
 
 // durableClientTarget is where k1m itself reaches the durable store (its

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"k1m.dev/k1m/pkg/config"
+	"k1m.dev/k1m/pkg/constants"
 	"k1m.dev/k1m/pkg/etcd"
 	"k1m.dev/k1m/pkg/join"
 	"k1m.dev/k1m/pkg/pki"
@@ -74,5 +75,23 @@ func TestDatastoreBundleAndRecord(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, "datastore.json")); !os.IsNotExist(err) {
 		t.Errorf("the record stayed with both stores embedded: %v", err)
+	}
+}
+
+// kube-apiserver's partitions beside an external durable store are the
+// partitions' external etcds, in the partitions' order; embedded ones are
+// the members', found elsewhere.
+func TestExternalPartitionStores(t *testing.T) {
+	pods, _ := constants.StorePartitionNamed("pods")
+	nodes, _ := constants.StorePartitionNamed("nodes")
+	s := &Server{cfg: &config.CompletedServer{Partitions: []constants.StorePartition{pods, nodes},
+		ExternalPartitions: map[string][]string{"nodes": {"https://[fddf::9]:2379"}, "pods": {"https://[fddf::7]:2379", "https://[fddf::8]:2379"}}}}
+	want := []partitionStore{{pods, []string{"https://[fddf::7]:2379", "https://[fddf::8]:2379"}}, {nodes, []string{"https://[fddf::9]:2379"}}}
+	if got := s.externalPartitionStores(); !reflect.DeepEqual(got, want) {
+		t.Errorf("externalPartitionStores() = %+v, want %+v", got, want)
+	}
+	s.cfg.ExternalPartitions = nil
+	if got := s.externalPartitionStores(); got != nil {
+		t.Errorf("embedded partitions: externalPartitionStores() = %+v, want none", got)
 	}
 }

@@ -59,8 +59,8 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 			return err
 		}
 		if ran && len(want.Partitions) > 0 {
-			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: start the server without --etcd-partitions, and move resources with k1m etcd-partitions migrate",
-				strings.Join(want.Partitions, ","))
+			return fmt.Errorf("--etcd-partitions %s: this cluster was made without partitions and every resource is in its durable etcd: start the server without --etcd-partitions%s",
+				strings.Join(want.Partitions, ","), s.migrateFix())
 		}
 		if recorded, err = etcd.RecordLayout(ctx, durable, want); err != nil {
 			return err
@@ -72,7 +72,7 @@ func (s *Server) settleLayout(ctx context.Context, durable *clientv3.Client) err
 			}
 		}
 	}
-	return requireLayout(recorded, want)
+	return requireLayout(recorded, want, s.migrateFix())
 }
 
 // seeLayout notes the revisions of the layout and migration records
@@ -99,7 +99,7 @@ func (s *Server) checkLayout(ctx context.Context, durable *clientv3.Client) erro
 	if err != nil {
 		return err
 	}
-	return requireLayout(recorded, s.wantLayout())
+	return requireLayout(recorded, s.wantLayout(), s.migrateFix())
 }
 
 // checkMigration reads the migration under way, if any, and refuses
@@ -123,9 +123,20 @@ func (s *Server) moving(partition string) bool {
 	return s.migration != nil && slices.Contains(s.migration.Moved(), partition)
 }
 
+// migrateFix is what a layout refusal adds on how to change the layout:
+// k1m etcd-partitions migrate, which moves resources out of an embedded
+// durable etcd only (beside an external one the layout is the cluster's
+// from its start).
+func (s *Server) migrateFix() string {
+	if len(s.cfg.ExternalDurable) > 0 {
+		return ""
+	}
+	return ", and move resources with k1m etcd-partitions migrate"
+}
+
 // requireLayout refuses a server whose --etcd-partitions (want) are not
-// the cluster's (recorded).
-func requireLayout(recorded, want etcd.Layout) error {
+// the cluster's (recorded); migrateFix ends the message.
+func requireLayout(recorded, want etcd.Layout, migrateFix string) error {
 	if slices.Equal(recorded.Partitions, want.Partitions) {
 		return nil
 	}
@@ -133,7 +144,7 @@ func requireLayout(recorded, want etcd.Layout) error {
 	if len(recorded.Partitions) > 0 {
 		fix = "give every server --etcd-partitions=" + strings.Join(recorded.Partitions, ",")
 	}
-	fix += ", and move resources with k1m etcd-partitions migrate"
+	fix += migrateFix
 	return fmt.Errorf("--etcd-partitions=%s: the cluster keeps %s in partitions of their own (recorded in its durable etcd when it was made): %s",
 		strings.Join(want.Partitions, ","), describePartitions(recorded.Partitions), fix)
 }
@@ -186,7 +197,7 @@ func describePartitions(names []string) string {
 // promoted once it has caught up); the first server makes the group.
 func (s *Server) phasePartitions(ctx context.Context, c *certs, durable *etcd.Running) ([]*etcd.Running, error) {
 	if durable == nil {
-		return nil, nil // an external durable store: no partitions (config refuses them)
+		return nil, nil // an external durable store: each partition an external etcd too (externalPartitionStores)
 	}
 	cli, err := etcd.NewClient([]string{durable.Member.ClientURL()}, EtcdClientTLS(s.cfg.DataDir))
 	if err != nil {

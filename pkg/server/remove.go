@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -51,6 +52,9 @@ func RemoveServer(ctx context.Context, o RemoveOptions, out io.Writer) error {
 	}
 	if len(external.Durable) > 0 {
 		fmt.Fprintf(out, "the durable store is the external etcd at %s: no member of it to remove\n", strings.Join(external.Durable, ","))
+		for _, name := range slices.Sorted(maps.Keys(external.Partitions)) {
+			fmt.Fprintf(out, "the %s partition is the external etcd at %s: no member of it to remove\n", name, strings.Join(external.Partitions[name], ","))
+		}
 		if err := requireKnownServer(ctx, client, o.Name, etcd.ErrNoSuchMember); err != nil {
 			return err
 		}

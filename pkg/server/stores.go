@@ -91,6 +91,11 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 			return etcds{}, etcdStores{}, err
 		}
 	}
+	if len(s.cfg.ExternalDurable) > 0 && flavor.SeparateNoFsyncStore {
+		if err := s.settleExternalLayout(ctx); err != nil {
+			return etcds{}, etcdStores{}, err
+		}
+	}
 	if s.cfg.DisableEtcd {
 		stores, err := s.phaseRemoteEtcd(ctx)
 		stores.tls = s.storeTLS(c)
@@ -116,6 +121,7 @@ func (s *Server) phaseStores(ctx context.Context, c *certs, caHash string) (etcd
 	for _, r := range partitions {
 		stores.partitions = append(stores.partitions, partitionStore{partition: partitionNamed(r.Member.Partition), urls: []string{r.Member.ClientURL()}})
 	}
+	stores.partitions = append(stores.partitions, s.externalPartitionStores()...)
 	if _, err := s.socketDir(); err != nil {
 		s.step("kube-apiserver reaches its etcds over TLS on loopback: %v", err)
 	}
@@ -174,7 +180,7 @@ func remoteEtcdFile(dataDir string) string { return datadir.Server(dataDir).Etcd
 // the join named, or those it reached last time) and the no-fsync members
 // the durable etcd records; an external store is its endpoints.
 func (s *Server) phaseRemoteEtcd(ctx context.Context) (etcdStores, error) {
-	stores := etcdStores{durable: s.cfg.ExternalDurable, noFsync: s.cfg.ExternalNoFsync}
+	stores := etcdStores{durable: s.cfg.ExternalDurable, noFsync: s.cfg.ExternalNoFsync, partitions: s.externalPartitionStores()}
 	if len(stores.durable) > 0 && len(stores.noFsync) > 0 {
 		s.step("no etcd here: kube-apiserver over the external etcds at %s and %s", strings.Join(stores.durable, ","), strings.Join(stores.noFsync, ","))
 		return stores, nil

@@ -39,6 +39,10 @@ type externalEtcd struct {
 	endpoint string
 	tls      etcd.TLS // the client TLS the servers are given
 	client   *clientv3.Client
+	// dir, bridge and serverTLS make another etcd of the same operator.
+	dir       string
+	bridge    net.IP
+	serverTLS etcd.TLS
 }
 
 func startExternalEtcd(ctx context.Context, t *testing.T, dir string, bridge net.IP) *externalEtcd {
@@ -57,23 +61,37 @@ func startExternalEtcd(ctx context.Context, t *testing.T, dir string, bridge net
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(dir, "datastore-ca.crt")
+	e := &externalEtcd{dir: dir, bridge: bridge, serverTLS: etcd.TLS{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile},
+		tls: etcd.TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: caFile}}
+	e.start(ctx, t, "operator-etcd", filepath.Join(dir, "data"))
+	return e
+}
+
+// another starts a second etcd of the same operator (its CA and
+// certificates), with a data directory and ports of its own.
+func (e *externalEtcd) another(ctx context.Context, t *testing.T, name string) *externalEtcd {
+	t.Helper()
+	other := &externalEtcd{dir: e.dir, bridge: e.bridge, serverTLS: e.serverTLS, tls: e.tls}
+	other.start(ctx, t, name, filepath.Join(e.dir, name))
+	return other
+}
+
+func (e *externalEtcd) start(ctx context.Context, t *testing.T, name, dataDir string) {
+	t.Helper()
 	port := freeHostPortPair(t)
 	// Listening on every address: the bridge has none until the cluster
 	// is up, and the servers start after this.
-	m := etcd.Member{Name: "operator-etcd", DataDir: filepath.Join(dir, "data"), Host: "::", Port: port,
-		TLS: etcd.TLS{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile}}
-	r, err := etcd.Start(ctx, m)
+	r, err := etcd.Start(ctx, etcd.Member{Name: name, DataDir: dataDir, Host: "::", Port: port, TLS: e.serverTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Stop)
-	clientTLS := etcd.TLS{CertFile: cliCert, KeyFile: cliKey, CAFile: caFile}
-	cli, err := etcd.NewClient([]string{"https://[::1]:" + strconv.Itoa(port)}, clientTLS)
+	cli, err := etcd.NewClient([]string{"https://[::1]:" + strconv.Itoa(port)}, e.tls)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	return &externalEtcd{endpoint: "https://" + net.JoinHostPort(bridge.String(), strconv.Itoa(port)), tls: clientTLS, client: cli}
+	e.endpoint, e.client = "https://"+net.JoinHostPort(e.bridge.String(), strconv.Itoa(port)), cli
 }
 
 func (e *externalEtcd) flags() []string {
@@ -138,9 +156,12 @@ func TestExternalDatastore(t *testing.T) {
 	// binary when its data directory goes from under it. t.TempDir is
 	// removed after that stop.
 	ext := startExternalEtcd(ctx, t, t.TempDir(), bridge)
+	// Pods in a partition of their own: another external etcd.
+	podsExt := ext.another(ctx, t, "operator-etcd-pods")
 	// One CoreDNS replica per node: three, one more than at the start.
 	// No local storage: --disable leaves a packaged component out.
-	opts.ServerArgs = append(ext.flags(), "--dns-nodes-per-replica=1", "--disable="+constants.ComponentLocalStorage)
+	opts.ServerArgs = append(ext.flags(), "--etcd-partitions=pods", "--datastore-partition-endpoint=pods="+podsExt.endpoint,
+		"--dns-nodes-per-replica=1", "--disable="+constants.ComponentLocalStorage)
 	h, err := localcluster.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +194,15 @@ func TestExternalDatastore(t *testing.T) {
 			t.Errorf("%d Leases in the external etcd, want 0 (they live in the servers' no-fsync etcd)", n)
 		}
 	})
+	t.Run("PodsInTheirOwnExternalEtcd", func(t *testing.T) {
+		// CoreDNS's and metrics-server's pods, at least.
+		if inPartition, inDurable := podsExt.keys(ctx, t, "/registry/pods/"), ext.keys(ctx, t, "/registry/pods/"); inPartition == 0 || inDurable != 0 {
+			t.Errorf("/registry/pods/: %d keys in the pods partition's etcd, %d in the durable one; want all in the partition's", inPartition, inDurable)
+		}
+		if got, ok, err := etcd.ReadLayout(ctx, ext.client); err != nil || !ok || !reflect.DeepEqual(got, etcd.Layout{Partitions: []string{"pods"}}) {
+			t.Errorf("the layout the external durable etcd records: %+v, %v, %v; want pods", got, ok, err)
+		}
+	})
 	t.Run("CoreDNSFollowsTheNodeCount", func(t *testing.T) { testCoreDNSFollowsNodes(ctx, t, clients[0], 3) })
 	t.Run("DisabledLocalStorageLeftOut", func(t *testing.T) { testLocalStorageLeftOut(ctx, t, clients[0]) })
 	// TestMultiServer's 10 less the route publisher, which provider mode
@@ -189,11 +219,13 @@ func TestExternalDatastore(t *testing.T) {
 			t.Fatal(err)
 		}
 		hash, _ := pki.CAHash(caPEM)
-		resp, err := ext.client.Get(ctx, etcd.ClusterKey)
-		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != hash {
-			t.Errorf("%s in the external etcd: %v %v, want %s", etcd.ClusterKey, resp, err, hash)
+		for _, e := range []*externalEtcd{ext, podsExt} {
+			resp, err := e.client.Get(ctx, etcd.ClusterKey)
+			if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != hash {
+				t.Errorf("%s in the external etcd at %s: %v %v, want %s", etcd.ClusterKey, e.endpoint, resp, err, hash)
+			}
 		}
-		want := server.DatastoreRecord{Datastore: join.Datastore{Durable: []string{ext.endpoint}}, TLS: ext.tls}
+		want := server.DatastoreRecord{Datastore: join.Datastore{Durable: []string{ext.endpoint}, Partitions: map[string][]string{"pods": {podsExt.endpoint}}}, TLS: ext.tls}
 		for i := 1; i <= 3; i++ {
 			dir := h.Server(i).DataDir
 			if etcd.HasData(filepath.Join(dir, "etcd")) {
@@ -211,13 +243,13 @@ func TestExternalDatastore(t *testing.T) {
 			return err
 		})
 	})
-	t.Run("Refusals", func(t *testing.T) { testDatastoreRefusals(ctx, t, h, ext, k1m, dataRoot) })
+	t.Run("Refusals", func(t *testing.T) { testDatastoreRefusals(ctx, t, h, ext, podsExt, k1m, dataRoot) })
 }
 
 // testDatastoreRefusals starts servers on the host that must be refused,
 // each naming the flag, and asks server 1 for a snapshot of a store it
 // does not keep.
-func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cluster, ext *externalEtcd, k1m, dataRoot string) {
+func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cluster, ext, podsExt *externalEtcd, k1m, dataRoot string) {
 	s1 := h.Server(1)
 	token, err := os.ReadFile(s1.ServerTokenFile())
 	if err != nil {
@@ -231,9 +263,17 @@ func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cl
 	}{
 		{"a second cluster on the same etcd", ext.flags(), nil,
 			"--datastore-endpoint " + ext.endpoint + ": the etcd holds another cluster's data (its /k1m/cluster-ca is "},
+		{"a second cluster on the same partition's etcd", append(ext.another(ctx, t, "operator-etcd-second").flags(), "--etcd-partitions=pods", "--datastore-partition-endpoint=pods="+podsExt.endpoint), nil,
+			"--datastore-partition-endpoint pods=" + podsExt.endpoint + ": the etcd holds another cluster's data (its /k1m/cluster-ca is "},
 		{"a join without the cluster's datastore", []string{"--server", s1.URL(), "--pod-routes=provider"}, []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
 			"--datastore-endpoint is not set: the cluster keeps this store in the external etcd at " + ext.endpoint + "; start this one with --datastore-endpoint=" + ext.endpoint},
-		{"a join with k1m's pod routes", append([]string{"--server", s1.URL()}, ext.flags()...), []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+		// Its kube-apiserver would keep Pods in the durable store, apart
+		// from every other server's.
+		{"a join without the cluster's partitions", append([]string{"--server", s1.URL(), "--pod-routes=provider"}, ext.flags()...), []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+			"--etcd-partitions=: the cluster keeps pods in partitions of their own (recorded in its durable etcd when it was made): give every server --etcd-partitions=pods"},
+		{"a join with the pods partition elsewhere", append([]string{"--server", s1.URL(), "--pod-routes=provider", "--etcd-partitions=pods", "--datastore-partition-endpoint=pods=" + ext.endpoint}, ext.flags()...), []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
+			"--datastore-partition-endpoint pods " + ext.endpoint + " differs from the cluster's " + podsExt.endpoint + ": every server of a cluster has the same; start this one with --datastore-partition-endpoint pods=" + podsExt.endpoint},
+		{"a join with k1m's pod routes", append([]string{"--server", s1.URL(), "--etcd-partitions=pods", "--datastore-partition-endpoint=pods=" + podsExt.endpoint}, ext.flags()...), []string{"K1M_TOKEN=" + strings.TrimSpace(string(token))},
 			"--pod-routes k1m differs from the cluster's provider: every server of a cluster has the same, k1m or provider, chosen when the cluster is made; start this one with --pod-routes=provider"},
 	} {
 		dir := filepath.Join(dataRoot, "refused-server")
@@ -249,7 +289,7 @@ func testDatastoreRefusals(ctx context.Context, t *testing.T, h *localcluster.Cl
 	}
 	out, err := exec.CommandContext(ctx, k1m, "etcd-snapshot", "save", "--data-dir", s1.DataDir).CombinedOutput()
 	want := "the server with --data-dir " + s1.DataDir + " keeps its durable store in the external etcd at " + ext.endpoint +
-		" (--datastore-endpoint): snapshot it with that etcd's own tools (etcdctl snapshot save)"
+		" (--datastore-endpoint): snapshot it with that etcd's own tools (etcdctl snapshot save), and each partition's etcd (--datastore-partition-endpoint) with it"
 	if err == nil || !strings.Contains(string(out), want) {
 		t.Errorf("k1m etcd-snapshot save: %v\n%s\nwant %q", err, out, want)
 	}
