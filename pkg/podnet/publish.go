@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,7 +117,8 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	p := &publisher{client: client, rules: rules, servers: &cachedServers{lookup: rules.Servers, now: time.Now},
-		nodes: nodes.Informer().GetIndexer(), routes: routes.Informer().GetIndexer(),
+		pacing: newWritePacing(nodes.Informer().GetIndexer(), time.Now),
+		nodes:  nodes.Informer().GetIndexer(), routes: routes.Informer().GetIndexer(),
 		events:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"}),
 		recheck: func(name string) { queue.AddAfter(name, refusedRecheck) },
 	}
@@ -196,7 +198,9 @@ func routeNextHop(obj any) ([]string, error) {
 }
 
 type publisher struct {
-	client  kubernetes.Interface
+	client kubernetes.Interface
+	// pacing spaces the route writes (routeWriteRate).
+	pacing  *writePacing
 	rules   RouteRules
 	servers *cachedServers
 	nodes   cache.Indexer // stripped Nodes
@@ -363,10 +367,14 @@ const ReasonRouteRefused = "K1mPodRouteRefused"
 // write makes the ConfigMap hold want (nil: no ConfigMap).
 func (p *publisher) write(ctx context.Context, name string, have *corev1.ConfigMap, want map[string]string) error {
 	cms := p.client.CoreV1().ConfigMaps(RoutesNamespace)
+	if want == nil && have == nil || have != nil && want != nil && maps.Equal(have.Data, want) {
+		return nil
+	}
+	if err := p.pacing.wait(ctx); err != nil {
+		return err
+	}
 	var err error
 	switch {
-	case want == nil && have == nil:
-		return nil
 	case want == nil:
 		err = cms.Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
@@ -399,4 +407,55 @@ func routeOf(cm *corev1.ConfigMap) []podRoute {
 	}
 	slices.SortFunc(routes, func(a, b podRoute) int { return strings.Compare(a.dst.String(), b.dst.String()) })
 	return routes
+}
+
+// Each route written is an event to every node's watch of the routes: N
+// events per join, N² to register N nodes. The publisher writes at most
+// routeEventBudget/N routes a second, so that the events its writes send
+// stay near routeEventBudget a second summed over the nodes, whatever
+// the cluster's size, and never fewer than minRouteWrites (a cluster of
+// 20,000 nodes or more: its events then grow with N) nor more than
+// maxRouteWrites (the rate joins reach: RoutesWriteRate).
+const (
+	routeEventBudget = 100_000
+	minRouteWrites   = 5
+	maxRouteWrites   = 200
+)
+
+// RoutesWriteRate is the most routes the publisher writes a second: its
+// client's rate, so that only the pacing limits it.
+const RoutesWriteRate = maxRouteWrites
+
+// routeWriteRate is how many routes a second the publisher writes with
+// nodes Nodes in the cluster.
+func routeWriteRate(nodes int) rate.Limit {
+	r := float64(routeEventBudget) / float64(max(nodes, 1))
+	return rate.Limit(min(max(r, minRouteWrites), maxRouteWrites))
+}
+
+// writePacing holds the route writes to routeWriteRate of the Node count,
+// looked at again at most every pacingRecount (counting lists every key).
+type writePacing struct {
+	nodes   cache.Store
+	now     func() time.Time
+	limiter *rate.Limiter
+	counted time.Time
+}
+
+const pacingRecount = 10 * time.Second
+
+func newWritePacing(nodes cache.Store, now func() time.Time) *writePacing {
+	return &writePacing{nodes: nodes, now: now, limiter: rate.NewLimiter(maxRouteWrites, 1)}
+}
+
+// wait returns when the next write may go (an error: ctx ended).
+func (w *writePacing) wait(ctx context.Context) error {
+	if now := w.now(); now.Sub(w.counted) >= pacingRecount {
+		w.counted = now
+		limit := routeWriteRate(len(w.nodes.ListKeys()))
+		w.limiter.SetLimit(limit)
+		// One second's writes at most at once.
+		w.limiter.SetBurst(max(1, int(limit)))
+	}
+	return w.limiter.Wait(ctx)
 }

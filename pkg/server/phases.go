@@ -171,7 +171,11 @@ func (s *Server) runControllers(ctx context.Context) error {
 	if s.cfg.Routes == constants.PodRoutesProvider {
 		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", s.cfg.Routes)
 	} else {
-		client, rules := s.client, s.routeRules(s.client)
+		client, err := s.clientAt(podnet.RoutesWriteRate)
+		if err != nil {
+			return err
+		}
+		rules := s.routeRules(s.client)
 		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules) })
 	}
 	// NetworkPolicies compiled into each node's rules (pkg/netpol).
