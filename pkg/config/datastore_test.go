@@ -77,19 +77,7 @@ func TestDatastoreFlags(t *testing.T) {
 }
 
 func TestCompleteSplitsTheEndpoints(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := parse(t, "", "--data-dir="+t.TempDir(), "--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379",
-		"--datastore-cafile="+ca, "--datastore-certfile="+ca, "--datastore-keyfile="+ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := completeWithDatastore(t, "--datastore-endpoint=https://[fddf:4035:b520::5]:2379,https://[fddf:4035:b520::6]:2379")
 	if want := []string{"https://[fddf:4035:b520::5]:2379", "https://[fddf:4035:b520::6]:2379"}; !reflect.DeepEqual(c.ExternalDurable, want) || c.ExternalNoFsync != nil {
 		t.Errorf("ExternalDurable %q, ExternalNoFsync %q; want %q and none", c.ExternalDurable, c.ExternalNoFsync, want)
 	}
@@ -100,21 +88,9 @@ func TestCompleteSplitsTheEndpoints(t *testing.T) {
 
 // Each partition's external etcd resolves to its members' URLs by name.
 func TestCompleteResolvesThePartitionsEtcds(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := parse(t, "", "--data-dir="+t.TempDir(), "--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--etcd-partitions=nodes,pods",
+	c := completeWithDatastore(t, "--datastore-endpoint=https://[fddf:4035:b520::5]:2379", "--etcd-partitions=nodes,pods",
 		"--datastore-partition-endpoint=pods=https://[fddf:4035:b520::7]:2379,https://[fddf:4035:b520::8]:2379",
-		"--datastore-partition-endpoint=nodes=https://[fddf:4035:b520::9]:2379",
-		"--datastore-cafile="+ca, "--datastore-certfile="+ca, "--datastore-keyfile="+ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
+		"--datastore-partition-endpoint=nodes=https://[fddf:4035:b520::9]:2379")
 	want := map[string][]string{
 		"pods":  {"https://[fddf:4035:b520::7]:2379", "https://[fddf:4035:b520::8]:2379"},
 		"nodes": {"https://[fddf:4035:b520::9]:2379"},
@@ -122,4 +98,23 @@ func TestCompleteResolvesThePartitionsEtcds(t *testing.T) {
 	if !reflect.DeepEqual(c.ExternalPartitions, want) {
 		t.Errorf("ExternalPartitions %q, want %q", c.ExternalPartitions, want)
 	}
+}
+
+// completeWithDatastore completes the flags args with a data directory
+// and the external etcd's three TLS files.
+func completeWithDatastore(t *testing.T, args ...string) *CompletedServer {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parse(t, "", append(args, "--data-dir="+t.TempDir(), "--datastore-cafile="+ca, "--datastore-certfile="+ca, "--datastore-keyfile="+ca)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -2,12 +2,9 @@ package podnet
 
 import (
 	"context"
-	"strconv"
 	"testing"
-	"time"
 
 	"golang.org/x/time/rate"
-	"k8s.io/client-go/tools/cache"
 )
 
 // The routes written a second times the nodes each reaches stay at the
@@ -17,7 +14,7 @@ func TestRouteWriteRateKeepsTheEventsPerSecond(t *testing.T) {
 		nodes int
 		want  rate.Limit
 	}{
-		{0, 200}, {1, 200}, {500, 200}, {501, 199.6007984031936}, {2000, 50}, {10000, 10}, {20000, 5}, {100000, 5},
+		{0, 200}, {1, 200}, {12, 200}, {13, 192.30769230769232}, {100, 25}, {500, 5}, {2000, 5}, {100000, 5},
 	} {
 		if got := routeWriteRate(tc.nodes); got != tc.want {
 			t.Errorf("routeWriteRate(%d) = %v, want %v", tc.nodes, got, tc.want)
@@ -25,42 +22,31 @@ func TestRouteWriteRateKeepsTheEventsPerSecond(t *testing.T) {
 	}
 }
 
-// The pacing follows the Node count, counted again only after
-// pacingRecount, and lets one second's writes go at once.
+// The pacing follows the Node count its handlers keep, and lets one
+// second's writes go at once.
 func TestWritePacingFollowsTheNodeCount(t *testing.T) {
-	nodes := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	keys := 0
-	addKeys := func(n int) {
-		for i := 0; i < n; i++ {
-			keys++
-			if err := nodes.Add(cache.ExplicitKey("node-" + strconv.Itoa(keys))); err != nil {
-				t.Fatal(err)
-			}
-		}
+	p := newWritePacing()
+	h := p.handlers()
+	for i := 0; i < 120; i++ {
+		h.OnAdd(nil, true)
 	}
-	now := time.Unix(1000, 0)
-	p := newWritePacing(nodes, func() time.Time { return now })
+	for i := 0; i < 20; i++ {
+		h.OnDelete(nil)
+	}
 	ctx := context.Background()
-	addKeys(2000)
 	if err := p.wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, burst := p.limiter.Limit(), p.limiter.Burst(); got != 50 || burst != 50 {
-		t.Errorf("with 2,000 nodes: %v writes a second, bursts of %d; want 50 and 50", got, burst)
+	if got, burst := p.limiter.Limit(), p.limiter.Burst(); got != 25 || burst != 25 {
+		t.Errorf("with 100 nodes: %v writes a second, bursts of %d; want 25 and 25", got, burst)
 	}
-	addKeys(8000)
-	now = now.Add(pacingRecount - time.Second)
+	for i := 0; i < 400; i++ {
+		h.OnAdd(nil, false)
+	}
 	if err := p.wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.limiter.Limit(); got != 50 {
-		t.Errorf("10,000 nodes before the recount: %v writes a second, want the 50 counted before", got)
-	}
-	now = now.Add(time.Second)
-	if err := p.wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got, burst := p.limiter.Limit(), p.limiter.Burst(); got != 10 || burst != 10 {
-		t.Errorf("with 10,000 nodes, recounted: %v writes a second, bursts of %d; want 10 and 10", got, burst)
+	if got, burst := p.limiter.Limit(), p.limiter.Burst(); got != 5 || burst != 5 {
+		t.Errorf("with 500 nodes: %v writes a second, bursts of %d; want 5 and 5", got, burst)
 	}
 }

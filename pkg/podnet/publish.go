@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -103,6 +104,8 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 	}
 	handlers := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
 	_, _ = nodes.Informer().AddEventHandler(handlers)
+	pacing := newWritePacing()
+	_, _ = nodes.Informer().AddEventHandler(pacing.handlers())
 	_, _ = routes.Informer().AddEventHandler(handlers)
 	nodesFactory.Start(ctx.Done())
 	routesFactory.Start(ctx.Done())
@@ -117,7 +120,7 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	p := &publisher{client: client, rules: rules, servers: &cachedServers{lookup: rules.Servers, now: time.Now},
-		pacing: newWritePacing(nodes.Informer().GetIndexer(), time.Now),
+		pacing: pacing,
 		nodes:  nodes.Informer().GetIndexer(), routes: routes.Informer().GetIndexer(),
 		events:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"}),
 		recheck: func(name string) { queue.AddAfter(name, refusedRecheck) },
@@ -412,12 +415,15 @@ func routeOf(cm *corev1.ConfigMap) []podRoute {
 // Each route written is an event to every node's watch of the routes: N
 // events per join, N² to register N nodes. The publisher writes at most
 // routeEventBudget/N routes a second, so that the events its writes send
-// stay near routeEventBudget a second summed over the nodes, whatever
-// the cluster's size, and never fewer than minRouteWrites (a cluster of
-// 20,000 nodes or more: its events then grow with N) nor more than
-// maxRouteWrites (the rate joins reach: RoutesWriteRate).
+// stay near routeEventBudget a second summed over the nodes, and never
+// fewer than minRouteWrites (from 500 nodes: there its events grow with
+// N, as they did at its one fixed rate before) nor more than
+// maxRouteWrites (the rate joins reach: RoutesWriteRate). The budget is
+// the fan-out of the one fixed rate it had before at 500 nodes; a higher
+// one was not shown to hold a join burst on this project's machines
+// (docs/performance/2026-12-01-join3-routes).
 const (
-	routeEventBudget = 100_000
+	routeEventBudget = 2_500
 	minRouteWrites   = 5
 	maxRouteWrites   = 200
 )
@@ -434,25 +440,29 @@ func routeWriteRate(nodes int) rate.Limit {
 }
 
 // writePacing holds the route writes to routeWriteRate of the Node count,
-// looked at again at most every pacingRecount (counting lists every key).
+// which the Node informer's events keep (a burst of joins slows the
+// writes as it grows).
 type writePacing struct {
-	nodes   cache.Store
-	now     func() time.Time
+	nodes   atomic.Int64
 	limiter *rate.Limiter
-	counted time.Time
 }
 
-const pacingRecount = 10 * time.Second
+func newWritePacing() *writePacing {
+	return &writePacing{limiter: rate.NewLimiter(maxRouteWrites, 1)}
+}
 
-func newWritePacing(nodes cache.Store, now func() time.Time) *writePacing {
-	return &writePacing{nodes: nodes, now: now, limiter: rate.NewLimiter(maxRouteWrites, 1)}
+// handlers count the Nodes.
+func (w *writePacing) handlers() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.nodes.Add(1) },
+		DeleteFunc: func(any) { w.nodes.Add(-1) },
+	}
 }
 
 // wait returns when the next write may go (an error: ctx ended).
 func (w *writePacing) wait(ctx context.Context) error {
-	if now := w.now(); now.Sub(w.counted) >= pacingRecount {
-		w.counted = now
-		limit := routeWriteRate(len(w.nodes.ListKeys()))
+	limit := routeWriteRate(int(w.nodes.Load()))
+	if limit != w.limiter.Limit() {
 		w.limiter.SetLimit(limit)
 		// One second's writes at most at once.
 		w.limiter.SetBurst(max(1, int(limit)))

@@ -163,9 +163,8 @@ const approverQPS = 600
 
 // The route publisher's client writes at podnet.RoutesWriteRate, the rate
 // joins reach at approverQPS: its own pacing by the node count is then
-// what limits it. On the server's shared client (client-go's default, 5 a
-// second) 2,000 Nodes registered in 45 s waited 400 s for their routes
-// (2026-12-01).
+// what limits it, not the controllers that share the server's client
+// (client-go's default, 5 a second).
 // clientAt is an admin client with a rate limit of its own, qps requests
 // a second with bursts of twice that, apart from the server's shared one.
 func (s *Server) clientAt(qps float32) (kubernetes.Interface, error) {
