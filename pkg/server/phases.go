@@ -171,6 +171,10 @@ func (s *Server) runControllers(ctx context.Context) error {
 	if s.cfg.Routes == constants.PodRoutesProvider {
 		s.step("pod ranges routed by the provider's network (--pod-routes=%s): no route publisher", s.cfg.Routes)
 	} else {
+		// A client of its own at podnet.RoutesWriteRate, the rate joins
+		// reach at approverQPS: the publisher's pacing by the node count
+		// is then what limits it, not the controllers that share the
+		// server's client (client-go's default, 5 a second).
 		client, err := s.clientAt(podnet.RoutesWriteRate)
 		if err != nil {
 			return err

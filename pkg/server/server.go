@@ -161,10 +161,6 @@ func waitClosed(done <-chan struct{}, timeout time.Duration) {
 // one request a certificate) at 200 joins a second.
 const approverQPS = 600
 
-// The route publisher's client writes at podnet.RoutesWriteRate, the rate
-// joins reach at approverQPS: its own pacing by the node count is then
-// what limits it, not the controllers that share the server's client
-// (client-go's default, 5 a second).
 // clientAt is an admin client with a rate limit of its own, qps requests
 // a second with bursts of twice that, apart from the server's shared one.
 func (s *Server) clientAt(qps float32) (kubernetes.Interface, error) {
