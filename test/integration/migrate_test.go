@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,13 +17,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k1m.dev/k1m/pkg/datadir"
+	"k1m.dev/k1m/pkg/etcd"
+	"k1m.dev/k1m/pkg/poll"
 	"k1m.dev/k1m/pkg/server"
 	"k1m.dev/k1m/pkg/testutil"
 )
 
 // testMoveIntoPartitions moves the Pods and Nodes of the running cluster
 // into partitions (k1m etcd-partitions migrate, the server restarted
-// meanwhile): writes to them are refused while it runs; afterwards their
+// meanwhile, and killed once while it seeds the second): writes to them are refused while it runs; afterwards their
 // keys are in the partitions only, objects kept their resourceVersions,
 // and they are written again.
 func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
@@ -79,7 +84,11 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 
 	stopServerCleanly(t, c)
 	c.partitions = "pods,nodes"
+	killWhileSeeding(ctx, t, c, "pods", "nodes")
 	startServer(ctx, t, c)
+	if left, _ := filepath.Glob(datadir.Server(c.serverData()).EtcdPartition("nodes") + ".seed*"); len(left) != 0 {
+		t.Errorf("the seed cut short is left after the start: %v", left)
+	}
 	select {
 	case err := <-done:
 		if err != nil {
@@ -128,6 +137,40 @@ func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 	if err := c.client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, probe.Name, metav1.DeleteOptions{}); err != nil {
 		t.Error(err)
 	}
+}
+
+// killWhileSeeding launches the server with its new --etcd-partitions and
+// kills it with SIGKILL while it seeds the partition seeding (its staging
+// copy is there), once partition seeded is in place: the start after must
+// seed the one cut short anew and keep the other.
+func killWhileSeeding(ctx context.Context, t *testing.T, c *cluster, seeded, seeding string) {
+	t.Helper()
+	dir := datadir.Server(c.serverData())
+	staging := []string{dir.EtcdPartition(seeding) + ".seed.db", dir.EtcdPartition(seeding) + ".seed"}
+	h := c.harness(t)
+	must(t, "launch-server", h.LaunchServer(1))
+	// The staging copy lasts at least its etcd's start and stop (about a
+	// second): a 5 ms poll sees it.
+	err := poll.Until(ctx, 5*time.Millisecond, 3*time.Minute, "the server seeding the "+seeding+" partition ("+strings.Join(staging, " or ")+")", func(context.Context) error {
+		for _, p := range staging {
+			if _, err := os.Stat(p); err == nil {
+				return nil
+			}
+		}
+		if etcd.HasData(dir.EtcdPartition(seeding)) {
+			return fmt.Errorf("missed: the %s partition is seeded already", seeding)
+		}
+		return errors.New("not there yet")
+	})
+	must(t, "the seed's staging copy", err)
+	must(t, "kill -9 server", h.KillServer(1))
+	if !etcd.HasData(dir.EtcdPartition(seeded)) {
+		t.Fatalf("the %s partition had no data when the server was killed while seeding %s", seeded, seeding)
+	}
+	if etcd.HasData(dir.EtcdPartition(seeding)) {
+		t.Fatalf("the %s partition had data when the server was killed while seeding it", seeding)
+	}
+	t.Logf("server killed while it seeded the %s partition, the %s partition in place", seeding, seeded)
 }
 
 func (c *cluster) tlsDir() string { return filepath.Join(c.serverData(), "tls") }
