@@ -230,6 +230,43 @@ func TestDNSNodesPerReplica(t *testing.T) {
 	}
 }
 
+// --pod-route-events-per-second defaults to
+// constants.PodRouteEventsPerSecond, takes a count from a flag or the
+// config file, and refuses one out of range whole.
+func TestPodRouteEventsPerSecond(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		args []string
+		want int
+	}{
+		{"", nil, constants.PodRouteEventsPerSecond},
+		{"", []string{"--pod-route-events-per-second=100000"}, 100_000},
+		{"pod-route-events-per-second: 1\n", nil, 1},
+	} {
+		s, err := parse(t, c.file, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Complete()
+		if err != nil {
+			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
+		}
+		if got.PodRouteEventsPerSecond != c.want {
+			t.Errorf("file %q, flags %q: %d route events a second, want %d", c.file, c.args, got.PodRouteEventsPerSecond, c.want)
+		}
+	}
+	for _, n := range []string{"0", "10000001"} {
+		s, err := parse(t, "", "--pod-route-events-per-second="+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "--pod-route-events-per-second " + n + ": want route events a second summed over the nodes, from 1 to 10000000, e.g. 2500 (the route publisher writes that over the node count routes a second, from 5 to 200)"
+		if err := s.Validate(); err == nil || err.Error() != want {
+			t.Errorf("--pod-route-events-per-second=%s:\n got %v\nwant %s", n, err, want)
+		}
+	}
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
 	s, _ := parse(t, "", "--service-cidr=10.0.0.0/24", "--bind-address=0.0.0.0")
 	err := s.Validate()

@@ -44,9 +44,12 @@ type Server struct {
 	ClusterDomain    string
 	// PodRoutes says who routes each node's pod range to it, k1m or the
 	// provider's network (constants.PodRoutes): a cluster-wide setting.
-	PodRoutes     string
-	RenewInterval time.Duration
-	Token         string
+	PodRoutes string
+	// PodRouteEventsPerSecond paces the route publisher's writes: route
+	// events a second summed over the nodes (pkg/podnet).
+	PodRouteEventsPerSecond int
+	RenewInterval           time.Duration
+	Token                   string
 	// TokenFile holds a joining server's server token for its join; the
 	// server deletes it once it has joined.
 	TokenFile string
@@ -135,6 +138,7 @@ func DefaultServer() Server {
 		ServiceCIDR:                       DefaultServiceCIDR,
 		ClusterDomain:                     "cluster.local",
 		PodRoutes:                         string(constants.PodRoutesK1m),
+		PodRouteEventsPerSecond:           constants.PodRouteEventsPerSecond,
 		RenewInterval:                     DefaultRenewInterval,
 		ImagesDir:                         DefaultImagesDir,
 		ProxyMode:                         constants.ProxyModeIPTables,
@@ -163,6 +167,7 @@ func (s *Server) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.ServiceCIDR, "service-cidr", s.ServiceCIDR, "IPv6 range of Service cluster IPs, /108 or smaller")
 	fs.StringVar(&s.ClusterDomain, "cluster-domain", s.ClusterDomain, "DNS domain of the cluster")
 	fs.StringVar(&s.PodRoutes, "pod-routes", s.PodRoutes, "who routes each node's pod range to it, the same on every server of a cluster: k1m (the servers publish a route per node and every node installs the others') or provider (the provider's network routes each node's range to the node's address; nodes install no routes)")
+	fs.IntVar(&s.PodRouteEventsPerSecond, "pod-route-events-per-second", s.PodRouteEventsPerSecond, "with --pod-routes=k1m, the route events a second, summed over the nodes, that the route publisher's writes may send: each route written is an event to every node, so it writes this over the node count routes a second, from 5 to 200")
 	fs.DurationVar(&s.RenewInterval, "node-lease-renew-interval", s.RenewInterval, "how often kubelets renew their node Lease; the lease duration (4x) and the controller-manager's grace period (5x) follow from it")
 	fs.StringVar(&s.Token, "token", s.Token, "join token agents present (default: generated once and kept in DATA-DIR/token); with --server, the cluster's server token to join with (a server's DATA-DIR/server-token; default $K1M_TOKEN, which ps does not show; or --token-file)")
 	fs.StringVar(&s.TokenFile, "token-file", s.TokenFile, "with --server: file holding the cluster's server token, read at the join and deleted once this server has joined (the token stays only in DATA-DIR/server-token)")
@@ -294,6 +299,7 @@ func (s *Server) Validate() error {
 	}
 	add(requireClusterDomain(s.ClusterDomain))
 	add(requirePodRoutes(s.PodRoutes))
+	add(requirePodRouteEvents(s.PodRouteEventsPerSecond))
 	_, err = LeaseProfileFor(s.RenewInterval)
 	add(err)
 	add(s.validateJoin())
@@ -358,6 +364,18 @@ func requireIPv6Address(flag, value string, required bool) error {
 
 // DefaultImagesDir holds the image archives an installed node imports.
 const DefaultImagesDir = "/var/lib/k1m/images"
+
+// maxPodRouteEventsPerSecond bounds --pod-route-events-per-second, to
+// catch a slip: it is the most routes the publisher writes a second (200)
+// at 50,000 nodes.
+const maxPodRouteEventsPerSecond = 10_000_000
+
+func requirePodRouteEvents(n int) error {
+	if n < 1 || n > maxPodRouteEventsPerSecond {
+		return fmt.Errorf("--pod-route-events-per-second %d: want route events a second summed over the nodes, from 1 to %d, e.g. %d (the route publisher writes that over the node count routes a second, from 5 to 200)", n, maxPodRouteEventsPerSecond, constants.PodRouteEventsPerSecond)
+	}
+	return nil
+}
 
 func requireDNSNodesPerReplica(n int) error {
 	if n < 0 {

@@ -238,6 +238,13 @@ const (
 	ProxyModeNFTables = "nftables"
 )
 
+// PodRouteEventsPerSecond is `k1m server --pod-route-events-per-second`'s
+// default: the route events a second, summed over the nodes, the route
+// publisher's writes may send (each route written is an event to every
+// node's watch of the routes). It is the fan-out of the publisher's one
+// fixed rate before it was paced (5 routes a second) at 500 nodes.
+const PodRouteEventsPerSecond = 2_500
+
 // DNSNodesPerReplica is `k1m server --dns-nodes-per-replica`'s default:
 // CoreDNS runs one replica per this many nodes, and at least two
 // (pkg/dnsscale). docs/performance.md, "Large-cluster defaults", has the

@@ -11,13 +11,14 @@ import (
 // budget between the floor and the ceiling.
 func TestRouteWriteRateKeepsTheEventsPerSecond(t *testing.T) {
 	for _, tc := range []struct {
-		nodes int
-		want  rate.Limit
+		nodes, budget int
+		want          rate.Limit
 	}{
-		{0, 200}, {1, 200}, {12, 200}, {13, 192.30769230769232}, {100, 25}, {500, 5}, {2000, 5}, {100000, 5},
+		{0, 2500, 200}, {1, 2500, 200}, {12, 2500, 200}, {13, 2500, 192.30769230769232}, {100, 2500, 25}, {500, 2500, 5}, {2000, 2500, 5}, {100000, 2500, 5},
+		{2000, 100_000, 50}, {100, 100_000, 200}, {100000, 100_000, 5}, {10, 1, 5},
 	} {
-		if got := routeWriteRate(tc.nodes); got != tc.want {
-			t.Errorf("routeWriteRate(%d) = %v, want %v", tc.nodes, got, tc.want)
+		if got := routeWriteRate(tc.nodes, tc.budget); got != tc.want {
+			t.Errorf("routeWriteRate(%d, %d) = %v, want %v", tc.nodes, tc.budget, got, tc.want)
 		}
 	}
 }
@@ -25,7 +26,7 @@ func TestRouteWriteRateKeepsTheEventsPerSecond(t *testing.T) {
 // The pacing follows the Node count its handlers keep, and lets one
 // second's writes go at once.
 func TestWritePacingFollowsTheNodeCount(t *testing.T) {
-	p := newWritePacing()
+	p := newWritePacing(2500)
 	h := p.handlers()
 	for i := 0; i < 120; i++ {
 		h.OnAdd(nil, true)

@@ -86,7 +86,10 @@ const (
 // next hop, so that a check reads caches only: no request per join but the
 // route's own write (and the servers' addresses, at most every
 // serversEvery).
-func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules RouteRules) {
+//
+// Its writes are paced to eventsPerSecond route events a second summed
+// over the nodes (routeWriteRate).
+func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules RouteRules, eventsPerSecond int) {
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
 	nodesFactory := informers.NewSharedInformerFactory(client, publishResync)
@@ -104,7 +107,7 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 	}
 	handlers := cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue}
 	_, _ = nodes.Informer().AddEventHandler(handlers)
-	pacing := newWritePacing()
+	pacing := newWritePacing(eventsPerSecond)
 	_, _ = nodes.Informer().AddEventHandler(pacing.handlers())
 	_, _ = routes.Informer().AddEventHandler(handlers)
 	nodesFactory.Start(ctx.Done())
@@ -414,18 +417,14 @@ func routeOf(cm *corev1.ConfigMap) []podRoute {
 
 // Each route written is an event to every node's watch of the routes: N
 // events per join, N² to register N nodes. The publisher writes at most
-// routeEventBudget/N routes a second, so that the events its writes send
-// stay near routeEventBudget a second summed over the nodes, and never
-// fewer than minRouteWrites (from 500 nodes: there its events grow with
-// N, as they did at its one fixed rate before) nor more than
-// maxRouteWrites (the rate joins reach: RoutesWriteRate). The budget is
-// the fan-out of the one fixed rate it had before at 500 nodes; a higher
-// one was not shown to hold a join burst on this project's machines
-// (docs/performance/2026-12-01-join3-routes).
+// budget/N routes a second (--pod-route-events-per-second), so that the
+// events its writes send stay near the budget summed over the nodes, and
+// never fewer than minRouteWrites (above budget/5 nodes its events grow
+// with N, as they did at its one fixed rate before) nor more than
+// maxRouteWrites (the rate joins reach: RoutesWriteRate).
 const (
-	routeEventBudget = 2_500
-	minRouteWrites   = 5
-	maxRouteWrites   = 200
+	minRouteWrites = 5
+	maxRouteWrites = 200
 )
 
 // RoutesWriteRate is the most routes the publisher writes a second: its
@@ -433,9 +432,9 @@ const (
 const RoutesWriteRate = maxRouteWrites
 
 // routeWriteRate is how many routes a second the publisher writes with
-// nodes Nodes in the cluster.
-func routeWriteRate(nodes int) rate.Limit {
-	r := float64(routeEventBudget) / float64(max(nodes, 1))
+// nodes Nodes in the cluster and a budget of route events a second.
+func routeWriteRate(nodes, budget int) rate.Limit {
+	r := float64(budget) / float64(max(nodes, 1))
 	return rate.Limit(min(max(r, minRouteWrites), maxRouteWrites))
 }
 
@@ -443,12 +442,13 @@ func routeWriteRate(nodes int) rate.Limit {
 // which the Node informer's events keep (a burst of joins slows the
 // writes as it grows).
 type writePacing struct {
+	budget  int
 	nodes   atomic.Int64
 	limiter *rate.Limiter
 }
 
-func newWritePacing() *writePacing {
-	return &writePacing{limiter: rate.NewLimiter(maxRouteWrites, 1)}
+func newWritePacing(budget int) *writePacing {
+	return &writePacing{budget: budget, limiter: rate.NewLimiter(maxRouteWrites, 1)}
 }
 
 // handlers count the Nodes.
@@ -461,7 +461,7 @@ func (w *writePacing) handlers() cache.ResourceEventHandlerFuncs {
 
 // wait returns when the next write may go (an error: ctx ended).
 func (w *writePacing) wait(ctx context.Context) error {
-	limit := routeWriteRate(int(w.nodes.Load()))
+	limit := routeWriteRate(int(w.nodes.Load()), w.budget)
 	if limit != w.limiter.Limit() {
 		w.limiter.SetLimit(limit)
 		// One second's writes at most at once.

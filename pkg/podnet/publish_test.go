@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"k1m.dev/k1m/pkg/constants"
 )
 
 func testNode(name, cidr, ip string) *corev1.Node {
@@ -35,7 +37,7 @@ func publisherUnderTest(t *testing.T, client *fake.Clientset) {
 	t.Cleanup(cancel)
 	rules := testRules
 	rules.Servers = func(context.Context) (map[string][]netip.Addr, error) { return testServers, nil }
-	go PublishRoutes(ctx, client, rules)
+	go PublishRoutes(ctx, client, rules, constants.PodRouteEventsPerSecond)
 }
 
 func routeIn(client *fake.Clientset, name string) map[string]string {

@@ -180,7 +180,7 @@ func (s *Server) runControllers(ctx context.Context) error {
 			return err
 		}
 		rules := s.routeRules(s.client)
-		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules) })
+		s.runElected(ctx, client, RoutesElection, func(ctx context.Context) { podnet.PublishRoutes(ctx, client, rules, s.cfg.PodRouteEventsPerSecond) })
 	}
 	// NetworkPolicies compiled into each node's rules (pkg/netpol).
 	if slices.Contains(s.cfg.Disable, constants.ComponentNetworkPolicy) {
