@@ -38,11 +38,12 @@ func runCluster(ctx context.Context, o Options, rep *Report) error {
 
 // clusterVariants are the two builds (with --cluster-partitions the k1m
 // build partitioned too), or with --cluster-syncs the k1m build at each
-// controller worker count; with --cluster-join-profile
+// controller worker count, or with --cluster-route-events at each route
+// event budget; with --cluster-join-profile
 // their API servers' profiling is on.
 func clusterVariants(o Options) []serverVariant {
 	var out []serverVariant
-	if len(o.Cluster.Syncs) == 0 {
+	if len(o.Cluster.Syncs) == 0 && len(o.Cluster.RouteEvents) == 0 {
 		out = buildVariants(o)
 	}
 	if len(o.Cluster.Partitions) > 0 {
@@ -50,6 +51,9 @@ func clusterVariants(o Options) []serverVariant {
 	}
 	for _, n := range o.Cluster.Syncs {
 		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-syncs-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.ControllerSyncArgs(n)})
+	}
+	for _, n := range o.Cluster.RouteEvents {
+		out = append(out, serverVariant{Name: fmt.Sprintf("k1m-route-events-%d", n), K1M: o.Deployed.Binary(deployed.K1m), Args: clusterload.RouteEventArgs(n)})
 	}
 	for i := range out {
 		out[i].Servers = o.Cluster.Servers

@@ -106,6 +106,8 @@ type RunOptions struct {
 	// --cluster-nodes-per-connection (Deployed's two builds too).
 	ClusterNodes string
 	ClusterSyncs string // --cluster-syncs, comma-separated
+	// --cluster-route-events, comma-separated
+	ClusterRouteEvents string
 	// ClusterPartitions is --cluster-partitions, comma-separated.
 	ClusterPartitions string
 	Cluster           clusterload.Config
@@ -221,6 +223,7 @@ func (o *RunOptions) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.Cluster.JoinRate, "cluster-join-rate", o.Cluster.JoinRate, "cluster: register each step's nodes one at a time from one stream at this many a second (0: all at once from 50 streams)")
 	fs.BoolVar(&o.Cluster.JoinProfile, "cluster-join-profile", o.Cluster.JoinProfile, fmt.Sprintf("cluster: CPU-profile each server's API server process over the first %v of each join burst (turns kube-apiserver's profiling on)", clusterload.JoinProfileWindow))
 	fs.StringVar(&o.ClusterPartitions, "cluster-partitions", o.ClusterPartitions, "cluster: also run the k1m build with these store partitions (its --etcd-partitions, e.g. pods,nodes), as the variant "+clusterload.PartitionedVariant)
+	fs.StringVar(&o.ClusterRouteEvents, "cluster-route-events", o.ClusterRouteEvents, "cluster: instead of the two builds, the k1m build with its route publisher at each of these budgets of route events a second (k1m server --pod-route-events-per-second), comma-separated (e.g. 2500,100000)")
 	fs.StringVar(&o.ClusterSyncs, "cluster-syncs", o.ClusterSyncs, "cluster: instead of the two builds, the k1m build with its Deployment, ReplicaSet, Endpoints and EndpointSlice controllers at each of these worker counts, comma-separated (e.g. 5,20)")
 	fs.StringVar(&o.ScaleOut.DataRoot, "scaleout-data-root", o.ScaleOut.DataRoot, "scaleout: the clusters' data, one directory each, emptied before each starts")
 	fs.StringVar(&o.ScaleOut.ServerMemory, "scaleout-server-memory", o.ScaleOut.ServerMemory, "scaleout: every server's --memory-limit")
@@ -351,6 +354,9 @@ func (o RunOptions) resolve(p BenchProfile) bench.Options {
 	c.Cluster.Steps = parseCounts(o.ClusterNodes)
 	if o.ClusterSyncs != "" {
 		c.Cluster.Syncs = parseCounts(o.ClusterSyncs)
+	}
+	if o.ClusterRouteEvents != "" {
+		c.Cluster.RouteEvents = parseCounts(o.ClusterRouteEvents)
 	}
 	if o.ClusterPartitions != "" {
 		c.Cluster.Partitions = strings.Split(o.ClusterPartitions, ",")

@@ -98,6 +98,10 @@ type Config struct {
 	// Syncs, when set, replaces the two builds by the k1m build at each
 	// of these controller worker counts (ControllerSyncArgs).
 	Syncs []int `json:",omitempty"`
+	// RouteEvents, when set, replaces the two builds by the k1m build with
+	// the route publisher at each of these route event budgets
+	// (RouteEventArgs).
+	RouteEvents []int `json:",omitempty"`
 	// JoinProfile CPU-profiles the process that serves the API (k1m: the
 	// server's own, with its etcds; stock: kube-apiserver's) over the
 	// first JoinProfileWindow of each join burst (JoinProfileArgs).
@@ -162,6 +166,12 @@ func ControllerSyncArgs(n int) []string {
 	return args
 }
 
+// RouteEventArgs are `k1m server` flags pacing the route publisher to n
+// route events a second summed over the nodes.
+func RouteEventArgs(n int) []string {
+	return []string{fmt.Sprintf("--pod-route-events-per-second=%d", n)}
+}
+
 // Validate names the flag at fault.
 func (c Config) Validate() error {
 	errs := []error{stats.CheckAscending("--cluster-nodes", "node counts", "500,1000,2000", c.Steps)}
@@ -190,6 +200,8 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, stats.CheckEach("--cluster-syncs", c.Syncs, func(n int) bool { return n >= 1 },
 		"want worker counts of at least 1, e.g. 5,20 (empty: the two builds at their defaults)"))
+	errs = append(errs, stats.CheckEach("--cluster-route-events", c.RouteEvents, func(n int) bool { return n >= 1 },
+		"want route event budgets of at least 1, e.g. 2500,100000 (empty: the two builds at their defaults)"))
 	return errors.Join(errs...)
 }
 
@@ -286,6 +298,24 @@ func Run(ctx context.Context, cfg Config, env Env) ([]Step, error) {
 	return steps, nil
 }
 
+// readRouted waits, after the join burst, until the route publisher has
+// written every Node's route, and reads the time and CPU from the burst's
+// start until then (none with --pod-routes=provider).
+func (s *Step) readRouted(ctx context.Context, client kubernetes.Interface, env Env, r stepRun, joinStart reading) error {
+	published, err := waitRouted(ctx, client, env.Progress)
+	if err != nil || !published {
+		return err
+	}
+	routed, err := read(ctx, client, env.Config, env.ServerPID, r)
+	if err != nil {
+		return err
+	}
+	s.Routed = routed.at.Sub(joinStart.at)
+	s.RouteProcesses = components(joinStart, routed)
+	s.RouteLateHeartbeats = routed.heartbeat.Sub(joinStart.heartbeat).Late
+	return nil
+}
+
 // benchPods is the measuring watch: every pod the scenario's Deployments
 // make, in every step's namespace.
 func benchPods(client kubernetes.Interface) listWatch {
@@ -341,6 +371,9 @@ func step(ctx context.Context, cfg Config, env Env, client kubernetes.Interface,
 	if profile != nil {
 		p := <-profile
 		s.JoinProfile = &p
+	}
+	if err := s.readRouted(ctx, client, env, r, joinStart); err != nil {
+		return s, err
 	}
 	if err := clock.Sleep(ctx, Settle); err != nil {
 		return s, err

@@ -244,6 +244,14 @@ func TestValidateRefusesAWorkerCountBelowOne(t *testing.T) {
 	}
 }
 
+func TestValidateRefusesARouteEventBudgetBelowOne(t *testing.T) {
+	c := Config{Steps: []int{500}, Pods: 1000, Replicas: 10, Pace: 20, NodesPerConnection: 50, RouteEvents: []int{2500, 0}}
+	want := "--cluster-route-events 0: want route event budgets of at least 1, e.g. 2500,100000 (empty: the two builds at their defaults)"
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v, want %s", err, want)
+	}
+}
+
 func TestLogMarkdownGivesEachStepsRateAndSources(t *testing.T) {
 	r := &Result{Steps: []Step{{Flavour: "k1m", Round: 1, Nodes: 2000, IdleLog: lograte.Window{Duration: IdleLogWindow, PerSecond: 155,
 		Top: []lograte.Source{{Source: "range_allocator.go:247", PerSecond: 100}, {Source: "topologycache.go:237", PerSecond: 50.5}}}}}}
@@ -397,5 +405,39 @@ func TestFollowResumesAfterAFailedWatchAndListsOnlyWhenTheVersionIsGone(t *testi
 				t.Errorf("lists %d, recovered %d; want %d and %d (watches asked from %v)", lists, f.recovered.Load(), c.wantLists, c.wantBack, asked)
 			}
 		})
+	}
+}
+
+// The routes' table has a row per join burst whose routes were written,
+// none for a build that writes none.
+func TestRoutedMarkdownIsARowPerRoutedBurst(t *testing.T) {
+	rows := []Step{
+		{Flavour: "k1m-route-events-2500", Round: 1, Nodes: 2000, JoinedNodes: 1000, Routed: 200 * time.Second,
+			RouteProcesses: []Component{{Name: "k1m", Cores: 0.5}, {Name: "kubelet", Cores: 0.1}}, RouteLateHeartbeats: 3},
+		{Flavour: "provider", Round: 1, Nodes: 2000, JoinedNodes: 1000},
+	}
+	var b strings.Builder
+	routedMarkdown(&b, rows)
+	want := "\nUntil every Node's pod route was written (the route publisher's pacing, `--pod-route-events-per-second`), from the burst's start:\n\n" +
+		"| build | round | nodes joined (to) | seconds | server cores | CPU per node joined | late heartbeats |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|\n" +
+		"| k1m-route-events-2500 | 1 | 1000 (2000) | 200.0 | 0.60 | 120ms | 3 |\n"
+	if got := b.String(); got != want {
+		t.Errorf("routedMarkdown =\n%s\nwant\n%s", got, want)
+	}
+	b.Reset()
+	routedMarkdown(&b, rows[1:])
+	if b.Len() != 0 {
+		t.Errorf("with no route written: %q, want nothing", b.String())
+	}
+}
+
+func TestListedCountAddsTheRemainingItems(t *testing.T) {
+	left := int64(1999)
+	if got := listedCount(1, &left); got != 2000 {
+		t.Errorf("listedCount(1, 1999) = %d, want 2000", got)
+	}
+	if got := listedCount(0, nil); got != 0 {
+		t.Errorf("listedCount(0, nil) = %d, want 0", got)
 	}
 }

@@ -33,6 +33,13 @@ type Step struct {
 	JoinProcesses []Component   `json:",omitempty"`
 	JoinProfile   *JoinProfile  `json:",omitempty"` // with Config.JoinProfile
 	Created       time.Duration // the creates' span
+	// Routed is from the first new node's registration until the route
+	// publisher had written every Node's route (0: it writes none,
+	// --pod-routes=provider); RouteProcesses the server's CPU over it and
+	// RouteLateHeartbeats the simulated nodes' late heartbeats.
+	Routed              time.Duration
+	RouteProcesses      []Component `json:",omitempty"`
+	RouteLateHeartbeats int64
 
 	PodStartup, Scheduling stats.Latency // first seen to running and ready, first seen to bound
 	BoundPerSecond         float64       // the scheduler's: pods from the first seen to the last bound
@@ -241,7 +248,8 @@ func (r *Result) CSVHeader() []string {
 		"worst_mutating_call", "worst_mutating_p99_ms", "worst_list_call", "worst_list_p99_ms", "worst_list_bound_ms",
 		"watch_events_per_s", "watch_mib_per_s", "node_events_per_s", "node_events_per_s_per_node",
 		"joined_s", "join_worst_mutating_call", "join_worst_mutating_p99_ms", "joined_nodes", "join_control_plane_cores", "join_cpu_ms_per_node", "created_s", "apiserver_heap_mib", "control_plane_cores", "bench_cores", "renewals", "late_heartbeats", "heartbeat_errors", "relists", "report_errors", "not_ready", "idle_log_lines_per_s",
-		"netpol_watches", "netpol_isolated_pods", "netpol_rule_nodes", "netpol_events_per_peer_change", "netpol_unread_and_one_peer_events", "netpol_error"}
+		"netpol_watches", "netpol_isolated_pods", "netpol_rule_nodes", "netpol_events_per_peer_change", "netpol_unread_and_one_peer_events", "netpol_error",
+		"routed_s", "routed_cpu_ms_per_node", "routed_late_heartbeats"}
 }
 
 func (r *Result) CSVRows() [][]string {
@@ -255,7 +263,8 @@ func (r *Result) CSVRows() [][]string {
 			s.WorstMutating.Call, ms(s.WorstMutating.P99), s.WorstList.Call, ms(s.WorstList.P99), ms(s.WorstList.Bound),
 			f(s.WatchEventsPerSecond), f(s.WatchBytesPerSecond / (1 << 20)), f(s.NodeEventsPerSecond), f(s.NodeEventsPerSecond / float64(s.Nodes)),
 			f(s.Joined.Seconds()), s.JoinMutating.Call, ms(s.JoinMutating.P99), fmt.Sprint(s.JoinedNodes), f(totalCores(s.JoinProcesses)), ms(s.JoinCPUPerNode()), f(s.Created.Seconds()), f(s.APIServerHeap / (1 << 20)), f(s.serverCores()), f(s.BenchCores),
-			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)}, netpolColumns(s.Netpol)...))
+			fmt.Sprint(s.Renewals), fmt.Sprint(s.LateHeartbeats), fmt.Sprint(s.HeartbeatErrors), fmt.Sprint(s.Relists), fmt.Sprint(s.ReportErrors), fmt.Sprint(s.NotReady), f(s.IdleLog.PerSecond)},
+			append(netpolColumns(s.Netpol), f(s.Routed.Seconds()), ms(s.RoutedCPUPerNode()), fmt.Sprint(s.RouteLateHeartbeats))...))
 	}
 	return rows
 }
@@ -292,6 +301,16 @@ func (s Step) JoinCPUPerNode() time.Duration {
 		return 0
 	}
 	return time.Duration(totalCores(s.JoinProcesses) * float64(s.Joined) / float64(s.JoinedNodes))
+}
+
+// RoutedCPUPerNode is the server's whole tree's CPU from the join burst's
+// start until every route, divided by the nodes that joined; 0 when none
+// did or no route was published.
+func (s Step) RoutedCPUPerNode() time.Duration {
+	if s.JoinedNodes == 0 {
+		return 0
+	}
+	return time.Duration(totalCores(s.RouteProcesses) * float64(s.Routed) / float64(s.JoinedNodes))
 }
 
 // ProcessCSV is cluster-processes.csv: each step's processes, over the
@@ -502,7 +521,29 @@ func (r *Result) joinMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "\n%s", line)
 	}
 	b.WriteString("\n")
+	routedMarkdown(b, rows)
 	joinProfileMarkdown(b, rows)
+}
+
+// routedMarkdown is the join bursts until every pod route was written,
+// when the route publisher wrote them.
+func routedMarkdown(b *strings.Builder, rows []Step) {
+	var routed []Step
+	for _, s := range rows {
+		if s.Routed > 0 {
+			routed = append(routed, s)
+		}
+	}
+	if len(routed) == 0 {
+		return
+	}
+	b.WriteString("\nUntil every Node's pod route was written (the route publisher's pacing, `--pod-route-events-per-second`), from the burst's start:\n\n")
+	b.WriteString("| build | round | nodes joined (to) | seconds | server cores | CPU per node joined | late heartbeats |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range routed {
+		fmt.Fprintf(b, "| %s | %d | %d (%d) | %.1f | %.2f | %v | %d |\n", s.Flavour, s.Round, s.JoinedNodes, s.Nodes,
+			s.Routed.Seconds(), totalCores(s.RouteProcesses), s.RoutedCPUPerNode().Round(10*time.Microsecond), s.RouteLateHeartbeats)
+	}
 }
 
 // joinProfileShares is how many of a join profile's largest costs the
