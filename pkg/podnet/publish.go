@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +129,28 @@ func PublishRoutes(ctx context.Context, client kubernetes.Interface, rules Route
 		events:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "k1m-pod-routes"}),
 		recheck: func(name string) { queue.AddAfter(name, refusedRecheck) },
 	}
+	var workers sync.WaitGroup
+	for range routeWorkers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			p.work(ctx, queue)
+		}()
+	}
+	workers.Wait()
+}
+
+// routeWorkers sync nodes side by side. A route write waits for its
+// store's commit, hundreds of milliseconds on a server busy with a join
+// burst: one write at a time held the publisher to 1-5 routes a second
+// whatever its pacing allowed (docs/performance/2026-12-02-route-events).
+// The queue gives a node to one worker at a time, the pacing is shared,
+// and each decision reads the caches as a lone worker's did: a write in
+// flight is no more unseen than one the informer has not delivered yet.
+const routeWorkers = 8
+
+// work syncs the nodes the queue gives it until the queue shuts down.
+func (p *publisher) work(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) {
 	for {
 		name, quit := queue.Get()
 		if quit {
@@ -213,8 +236,10 @@ type publisher struct {
 	routes  cache.Indexer // route ConfigMaps
 	events  record.EventRecorder
 	// refused is the last refusal raised for each node, so that a resync
-	// or a heartbeat does not raise it again: one Event per refusal.
-	refused map[string]string
+	// or a heartbeat does not raise it again: one Event per refusal. The
+	// workers share it.
+	refusedMu sync.Mutex
+	refused   map[string]string
 	// recheck looks at a refused node again later: what it was refused
 	// for may change without an event of the Node (a server published
 	// since the servers' addresses were last looked up).
@@ -259,7 +284,7 @@ func (p *publisher) sync(ctx context.Context, name string) error {
 		}
 		p.report(n, why)
 	} else {
-		delete(p.refused, name)
+		p.forgetRefusal(name)
 	}
 	return p.write(ctx, name, have, want)
 }
@@ -349,22 +374,39 @@ func CreatedBefore(a, b *corev1.Node) bool {
 // each new refusal; an accepted node is forgotten.
 func (p *publisher) report(n *corev1.Node, why *refusal) {
 	if why == nil {
-		delete(p.refused, n.Name)
+		p.forgetRefusal(n.Name)
 		return
 	}
 	if p.recheck != nil {
 		p.recheck(n.Name)
 	}
-	if p.refused[n.Name] == why.String() {
+	if !p.newRefusal(n.Name, why.String()) {
 		return
+	}
+	klog.InfoS("pod route refused", "node", n.Name, "field", why.field, "why", why.why)
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}
+	p.events.Eventf(ref, corev1.EventTypeWarning, ReasonRouteRefused, "%s of node %s is not routed: %s", why.field, n.Name, why.why)
+}
+
+// newRefusal records why node name is refused, and tells whether that
+// differs from the last refusal raised for it.
+func (p *publisher) newRefusal(name, why string) bool {
+	p.refusedMu.Lock()
+	defer p.refusedMu.Unlock()
+	if p.refused[name] == why {
+		return false
 	}
 	if p.refused == nil {
 		p.refused = map[string]string{}
 	}
-	p.refused[n.Name] = why.String()
-	klog.InfoS("pod route refused", "node", n.Name, "field", why.field, "why", why.why)
-	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}
-	p.events.Eventf(ref, corev1.EventTypeWarning, ReasonRouteRefused, "%s of node %s is not routed: %s", why.field, n.Name, why.why)
+	p.refused[name] = why
+	return true
+}
+
+func (p *publisher) forgetRefusal(name string) {
+	p.refusedMu.Lock()
+	defer p.refusedMu.Unlock()
+	delete(p.refused, name)
 }
 
 // ReasonRouteRefused is the reason of the Event a refused route raises.
