@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"k1m.dev/k1m/bench/stats"
+	"k1m.dev/k1m/pkg/clock"
 )
 
 // MutatingVerbs are the verbs the SLO calls mutating.
@@ -281,6 +283,33 @@ func (s Snapshot) SumsBy(name, by string) map[string]float64 {
 	return out
 }
 
+// scrapeAttempts is how many times a component's /metrics is asked for
+// when the request fails before an answer: the transport, cached by
+// client-go across scrapes, may hand out a kept-alive connection the
+// component has just closed ("use of closed network connection").
+const scrapeAttempts = 3
+
+// getRetried GETs url, again after a second when no answer came.
+func getRetried(ctx context.Context, client *http.Client, url string) (*http.Response, error) {
+	var err error
+	for attempt := 1; attempt <= scrapeAttempts; attempt++ {
+		var req *http.Request
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil); err != nil {
+			return nil, err
+		}
+		var resp *http.Response
+		if resp, err = client.Do(req); err == nil {
+			return resp, nil
+		}
+		if attempt < scrapeAttempts {
+			if werr := clock.Sleep(ctx, time.Second); werr != nil {
+				return nil, werr
+			}
+		}
+	}
+	return nil, err
+}
+
 // ScrapeComponent reads the /metrics of a component serving on its own
 // secure port on this host (kube-controller-manager at [::1]:10257), with
 // cfg's client credentials. The component's serving certificate is its
@@ -295,11 +324,7 @@ func ScrapeComponent(ctx context.Context, cfg *rest.Config, hostPort string) (Sn
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Host+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
+	resp, err := getRetried(ctx, client, c.Host+"/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("reading %s/metrics: %w", c.Host, err)
 	}
