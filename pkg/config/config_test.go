@@ -240,7 +240,7 @@ func TestPodRouteEventsPerSecond(t *testing.T) {
 		want int
 	}{
 		{"", nil, constants.PodRouteEventsPerSecond},
-		{"", []string{"--pod-route-events-per-second=100000"}, 100_000},
+		{"", []string{"--pod-route-events-per-second=2500"}, 2500},
 		{"pod-route-events-per-second: 1\n", nil, 1},
 	} {
 		s, err := parse(t, c.file, c.args...)
@@ -260,7 +260,7 @@ func TestPodRouteEventsPerSecond(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "--pod-route-events-per-second " + n + ": want route events a second summed over the nodes, from 1 to 10000000, e.g. 2500 (the route publisher writes that over the node count routes a second, from 5 to 200)"
+		want := "--pod-route-events-per-second " + n + ": want route events a second summed over the nodes, from 1 to 10000000, e.g. 100000 (the route publisher writes that over the node count routes a second, from 5 to 200)"
 		if err := s.Validate(); err == nil || err.Error() != want {
 			t.Errorf("--pod-route-events-per-second=%s:\n got %v\nwant %s", n, err, want)
 		}

@@ -241,9 +241,12 @@ const (
 // PodRouteEventsPerSecond is `k1m server --pod-route-events-per-second`'s
 // default: the route events a second, summed over the nodes, the route
 // publisher's writes may send (each route written is an event to every
-// node's watch of the routes). It is the fan-out of the publisher's one
-// fixed rate before it was paced (5 routes a second) at 500 nodes.
-const PodRouteEventsPerSecond = 2_500
+// node's watch of the routes). It is what its floor of 5 routes a second
+// sends at 20,000 nodes. Against 2,500, routes that keep up with a join
+// burst reach the joining nodes in their first list rather than as an
+// event each: the registration to the last route ended 2.3x sooner at
+// 0.59x the CPU per node (docs/performance/2026-12-02-route-events).
+const PodRouteEventsPerSecond = 100_000
 
 // DNSNodesPerReplica is `k1m server --dns-nodes-per-replica`'s default:
 // CoreDNS runs one replica per this many nodes, and at least two
