@@ -195,19 +195,18 @@ func TestPodRoutes(t *testing.T) {
 	}
 }
 
-// --dns-nodes-per-replica defaults to constants.DNSNodesPerReplica, takes
-// 0 (scaling off) from a flag or the config file, and refuses a negative
-// count whole.
-func TestDNSNodesPerReplica(t *testing.T) {
-	for _, c := range []struct {
-		file string
-		args []string
-		want int
-	}{
-		{"", nil, constants.DNSNodesPerReplica},
-		{"", []string{"--dns-nodes-per-replica=0"}, 0},
-		{"dns-nodes-per-replica: 500\n", nil, 500},
-	} {
+// countSetting is a case of an integer setting: its value once a config
+// file and flags are completed.
+type countSetting struct {
+	file string
+	args []string
+	want int
+}
+
+// requireCounts completes each case and wants setting of the result.
+func requireCounts(t *testing.T, what string, setting func(*CompletedServer) int, cases []countSetting) {
+	t.Helper()
+	for _, c := range cases {
 		s, err := parse(t, c.file, c.args...)
 		if err != nil {
 			t.Fatal(err)
@@ -216,54 +215,48 @@ func TestDNSNodesPerReplica(t *testing.T) {
 		if err != nil {
 			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
 		}
-		if got.DNSNodesPerReplica != c.want {
-			t.Errorf("file %q, flags %q: %d nodes per replica, want %d", c.file, c.args, got.DNSNodesPerReplica, c.want)
+		if n := setting(got); n != c.want {
+			t.Errorf("file %q, flags %q: %d %s, want %d", c.file, c.args, n, what, c.want)
 		}
 	}
-	s, err := parse(t, "", "--dns-nodes-per-replica=-1")
+}
+
+// requireRefused wants Validate to refuse the flags with exactly want.
+func requireRefused(t *testing.T, want string, args ...string) {
+	t.Helper()
+	s, err := parse(t, "", args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "--dns-nodes-per-replica -1: want nodes per CoreDNS replica, e.g. 100, or 0 to leave its replicas as they are set"
 	if err := s.Validate(); err == nil || err.Error() != want {
-		t.Errorf("--dns-nodes-per-replica=-1:\n got %v\nwant %s", err, want)
+		t.Errorf("%q:\n got %v\nwant %s", args, err, want)
 	}
+}
+
+// --dns-nodes-per-replica defaults to constants.DNSNodesPerReplica, takes
+// 0 (scaling off) from a flag or the config file, and refuses a negative
+// count whole.
+func TestDNSNodesPerReplica(t *testing.T) {
+	requireCounts(t, "nodes per replica", func(c *CompletedServer) int { return c.DNSNodesPerReplica }, []countSetting{
+		{"", nil, constants.DNSNodesPerReplica},
+		{"", []string{"--dns-nodes-per-replica=0"}, 0},
+		{"dns-nodes-per-replica: 500\n", nil, 500},
+	})
+	requireRefused(t, "--dns-nodes-per-replica -1: want nodes per CoreDNS replica, e.g. 100, or 0 to leave its replicas as they are set", "--dns-nodes-per-replica=-1")
 }
 
 // --pod-route-events-per-second defaults to
 // constants.PodRouteEventsPerSecond, takes a count from a flag or the
 // config file, and refuses one out of range whole.
 func TestPodRouteEventsPerSecond(t *testing.T) {
-	for _, c := range []struct {
-		file string
-		args []string
-		want int
-	}{
+	requireCounts(t, "route events a second", func(c *CompletedServer) int { return c.PodRouteEventsPerSecond }, []countSetting{
 		{"", nil, constants.PodRouteEventsPerSecond},
 		{"", []string{"--pod-route-events-per-second=2500"}, 2500},
 		{"pod-route-events-per-second: 1\n", nil, 1},
-	} {
-		s, err := parse(t, c.file, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Complete()
-		if err != nil {
-			t.Fatalf("file %q, flags %q: %v", c.file, c.args, err)
-		}
-		if got.PodRouteEventsPerSecond != c.want {
-			t.Errorf("file %q, flags %q: %d route events a second, want %d", c.file, c.args, got.PodRouteEventsPerSecond, c.want)
-		}
-	}
+	})
 	for _, n := range []string{"0", "10000001"} {
-		s, err := parse(t, "", "--pod-route-events-per-second="+n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := "--pod-route-events-per-second " + n + ": want route events a second summed over the nodes, from 1 to 10000000, e.g. 100000 (the route publisher writes that over the node count routes a second, from 5 to 200)"
-		if err := s.Validate(); err == nil || err.Error() != want {
-			t.Errorf("--pod-route-events-per-second=%s:\n got %v\nwant %s", n, err, want)
-		}
+		requireRefused(t, "--pod-route-events-per-second "+n+": want route events a second summed over the nodes, from 1 to 10000000, e.g. 100000 (the route publisher writes that over the node count routes a second, from 5 to 200)",
+			"--pod-route-events-per-second="+n)
 	}
 }
 
