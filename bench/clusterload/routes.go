@@ -40,6 +40,7 @@ func routeInformer(client kubernetes.Interface) cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 }
 
+// listedCount is a list's items and the count of those left after them.
 func listedCount(items int, remaining *int64) int64 {
 	if remaining == nil {
 		return int64(items)

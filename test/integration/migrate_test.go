@@ -26,9 +26,9 @@ import (
 
 // testMoveIntoPartitions moves the Pods and Nodes of the running cluster
 // into partitions (k1m etcd-partitions migrate, the server restarted
-// meanwhile, and killed once while it seeds the second): writes to them are refused while it runs; afterwards their
-// keys are in the partitions only, objects kept their resourceVersions,
-// and they are written again.
+// meanwhile, and killed once while it seeds the second): writes to them
+// are refused while it runs; afterwards their keys are in the partitions
+// only, objects kept their resourceVersions, and they are written again.
 func testMoveIntoPartitions(ctx context.Context, t *testing.T, c *cluster) {
 	pods := c.client.CoreV1().Pods("kube-system")
 	before, err := pods.List(ctx, metav1.ListOptions{})
